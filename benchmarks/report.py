@@ -1,0 +1,57 @@
+"""Render results/*.json as the markdown tables quoted in benchmarks/README.md.
+
+    .venv/bin/python benchmarks/report.py
+"""
+
+from __future__ import annotations
+
+import json
+
+from _common import RESULTS
+
+
+def conditions_line(c: dict) -> str:
+    return (
+        f"_{c['when']}, git {c['git_sha']}, {c['logical_cpus']} logical CPUs, torch threads {c['torch_threads']}, "
+        f"CUDA {c['cuda']}, load average (1 min) {c['load_avg_1m_before']} before / {c['load_avg_1m_after']} after, "
+        f"torch {c['torch']}, transformers {c['transformers']}._"
+    )
+
+
+def batching() -> None:
+    data = json.loads((RESULTS / "batching.json").read_text())
+    print(f"### Batching (`results/batching.json`, {data['batch_size']} queries, max_new_tokens {data['max_new_tokens']})\n")
+    print(conditions_line(data["conditions"]) + "\n")
+    print("| model | prompting | load s | batch 1 tok/s | batch 8 tok/s | speed-up | est. J/token b1 | est. J/token b8 | same text | prompt/generated token cost |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, m in data["models"].items():
+        print(
+            f"| {name} | {m['prompting']} | {m['load_s']} | {m['batch_1']['tokens_per_s']} | {m['batch_8']['tokens_per_s']} | "
+            f"{m['speedup']}x | {m['batch_1']['energy_j_per_output_token']} | {m['batch_8']['energy_j_per_output_token']} | "
+            f"{m['same_text_batched_vs_single']} | {m['prefill']['prefill_to_decode_cost_per_token']} |"
+        )
+    print()
+
+
+def meter_overhead() -> None:
+    data = json.loads((RESULTS / "meter_overhead.json").read_text())
+    print("### Meter overhead (`results/meter_overhead.json`)\n")
+    print(conditions_line(data["conditions"]) + "\n")
+    print("| meter | source | window s | median overhead µs | p90 µs | share of window |")
+    print("|---|---|---|---|---|---|")
+    for name, m in data["meters"].items():
+        for row in m["rows"]:
+            share = row["overhead_share_of_window"]
+            print(
+                f"| {name} | {m['source']} | {row['window_s']} | {row['overhead_us_median']} | {row['overhead_us_p90']} | "
+                f"{'-' if share is None else f'{share:.2%}'} |"
+            )
+    print()
+
+
+if __name__ == "__main__":
+    for section in (batching, meter_overhead):
+        try:
+            section()
+        except FileNotFoundError as error:
+            print(f"(no results yet: {error.filename})\n")

@@ -1,0 +1,5 @@
+import sys
+
+from jouleroute.cli import main
+
+sys.exit(main())

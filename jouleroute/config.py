@@ -1,0 +1,90 @@
+"""``params.yaml`` loaded into typed models: one model per section, unknown keys rejected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from jouleroute.backends.config import BackendConfig
+from jouleroute.benchmarks.config import PrepareConfig
+from jouleroute.energy.config import EnergyConfig
+from jouleroute.evaluation.config import EvaluateConfig
+from jouleroute.paths import PathsConfig
+from jouleroute.pool import CandidateSpec, ModelSpec
+from jouleroute.replay.config import ImportConfig, ReplayConfig
+from jouleroute.routing.config import BaselinesConfig
+from jouleroute.strict import StrictModel
+from jouleroute.tournament import TournamentConfig
+from jouleroute.training.config import GrpoConfig, RouterConfig, RouterDataConfig, SftConfig
+from jouleroute.validation import ValidateConfig
+
+
+class TrackingConfig(StrictModel):
+    enabled: bool = True
+    experiment: str = "jouleroute"
+
+
+class Params(StrictModel):
+    """The whole of ``params.yaml``. Section names match stage names."""
+
+    paths: PathsConfig = Field(default_factory=PathsConfig)
+    profile_source: str = Field(default="tournament", pattern="^(tournament|replay|import_outcomes)$")
+    prepare: PrepareConfig = Field(default_factory=PrepareConfig)
+    models: dict[str, ModelSpec] = Field(default_factory=dict)
+    pool: list[CandidateSpec] = Field(default_factory=list)
+    backend: BackendConfig = Field(default_factory=BackendConfig)
+    energy: EnergyConfig = Field(default_factory=EnergyConfig)
+    tournament: TournamentConfig = Field(default_factory=TournamentConfig)
+    validate_: ValidateConfig = Field(default_factory=ValidateConfig, alias="validate")
+    router_data: RouterDataConfig = Field(default_factory=RouterDataConfig)
+    sft: SftConfig = Field(default_factory=SftConfig)
+    grpo: GrpoConfig = Field(default_factory=GrpoConfig)
+    router: RouterConfig = Field(default_factory=RouterConfig)
+    baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
+    evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    replay: ReplayConfig | None = None
+    import_outcomes: ImportConfig | None = None  # `import` is a Python keyword
+
+    model_config = StrictModel.model_config | {"populate_by_name": True}
+
+    @model_validator(mode="after")
+    def _pool_is_consistent(self) -> "Params":
+        ids = [c.candidate_id for c in self.pool]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"pool: candidate_id must be unique, repeated: {dupes}")
+        for i, cand in enumerate(self.pool):
+            if cand.model not in self.models:
+                raise ValueError(f"pool.{i}.model: '{cand.model}' is not a key of `models` ({sorted(self.models)})")
+        return self
+
+    @property
+    def candidate_ids(self) -> list[str]:
+        return [c.candidate_id for c in self.pool]
+
+
+class ParamsError(ValueError):
+    """A params file that cannot be used; the message names the file and the key."""
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError as exc:
+        raise ParamsError(f"{path}: not found (run from the repository root, or pass --params)") from exc
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{path}: the top level must be a mapping of sections")
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as exc:
+        lines = [f"{path}: {len(exc.errors())} problem(s)"]
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "<top>"
+            lines.append(f"  - {where}: {err['msg']} (got {err.get('input')!r:.80})")
+        raise ParamsError("\n".join(lines)) from None

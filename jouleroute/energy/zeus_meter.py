@@ -1,0 +1,131 @@
+"""Measured energy through Zeus: GPUs via NVML's energy counter, CPU packages via RAPL.
+
+When any GPU is metered, ``energy_j`` is the GPUs' energy and the label is
+``measured-nvml``; RAPL readings (if any) are kept in ``per_device_j`` under ``rapl-cpu<i>``
+/ ``rapl-dram<i>`` but not added, so one label never covers two kinds of counter. With
+no GPU, ``energy_j`` is CPU package + DRAM energy, labelled ``measured-rapl``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+
+from jouleroute.energy.base import Measurement, Meter
+from jouleroute.energy.config import DEFAULT_MIN_WINDOW_S
+
+logger = logging.getLogger(__name__)
+
+
+class MeterUnavailableError(RuntimeError):
+    """No energy counter can be read; the message says what is missing and how to fix it."""
+
+
+class ZeusMeter(Meter):
+    def __init__(self, gpu_indices: list[int] | None = None, min_window_s: float = DEFAULT_MIN_WINDOW_S) -> None:
+        from zeus.monitor import ZeusMonitor
+
+        self._monitor = ZeusMonitor(gpu_indices=gpu_indices)
+        self.gpu_indices = list(self._monitor.gpu_indices)
+        self.cpu_indices = list(self._monitor.cpu_indices)
+        if not self.gpu_indices and not self.cpu_indices:
+            raise MeterUnavailableError(missing_counters_message())
+        self.source = "measured-nvml" if self.gpu_indices else "measured-rapl"
+        self.min_window_s = min_window_s
+        self.short_windows = 0  # how many windows were shorter than min_window_s
+        self._keys = itertools.count()
+        self._sync = self.gpu_indices and _cuda_available()
+
+    def begin(self) -> str:
+        key = f"jouleroute-{next(self._keys)}"
+        self._monitor.begin_window(key, sync_execution=bool(self._sync))
+        return key
+
+    def end(self, token: object) -> Measurement:
+        raw = self._monitor.end_window(str(token), sync_execution=bool(self._sync))
+        per_device = {f"gpu{i}": float(j) for i, j in raw.gpu_energy.items()}
+        rapl = {f"rapl-cpu{i}": float(j) for i, j in (raw.cpu_energy or {}).items()}
+        rapl |= {f"rapl-dram{i}": float(j) for i, j in (raw.dram_energy or {}).items()}
+        energy_j = sum(per_device.values()) if self.gpu_indices else sum(rapl.values())
+        self._check_window(raw.time)
+        return Measurement(time_s=float(raw.time), energy_j=energy_j, source=self.source, per_device_j=per_device | rapl)
+
+    def _check_window(self, time_s: float) -> None:
+        if time_s >= self.min_window_s:
+            return
+        self.short_windows += 1
+        # Warn once loudly; a tournament with many short batches would otherwise flood the log.
+        log = logger.warning if self.short_windows == 1 else logger.debug
+        log(
+            "energy window of %.3f s is shorter than min_window_s=%.2f s (NVML's counter updates about every "
+            "0.1 s): its energy may be quantized or zero. Batch more work per window. (%d short so far)",
+            time_s,
+            self.min_window_s,
+            self.short_windows,
+        )
+
+    def measure_idle_power_w(self, seconds: float) -> float:
+        token = self.begin()
+        time.sleep(seconds)
+        return self.end(token).avg_power_w
+
+    def device_info(self) -> dict[str, object]:
+        info: dict[str, object] = {"meter": "zeus", "source": self.source, "cpu_indices": self.cpu_indices}
+        info |= nvml_device_info(self.gpu_indices)
+        return info
+
+    def power_limit_w(self) -> float | None:
+        limits = nvml_device_info(self.gpu_indices).get("gpu_power_limits_w")
+        return float(sum(limits)) if limits else None  # type: ignore[arg-type]
+
+
+def nvml_device_info(gpu_indices: list[int]) -> dict[str, object]:
+    """GPU names, enforced power limits and driver version from nvidia-ml-py; {} without NVML.
+
+    Indices are NVML's. Zeus maps them through CUDA_VISIBLE_DEVICES; with that variable set,
+    pass the physical indices.
+    """
+    if not gpu_indices:
+        return {}
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as error:  # ImportError or NVMLError: no NVML here
+        logger.debug("NVML unavailable for device info: %s", error)
+        return {}
+    try:
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in gpu_indices]
+        return {
+            "gpu_names": [_text(pynvml.nvmlDeviceGetName(h)) for h in handles],
+            # NVML reports milliwatts.
+            "gpu_power_limits_w": [pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0 for h in handles],
+            "driver_version": _text(pynvml.nvmlSystemGetDriverVersion()),
+        }
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def missing_counters_message() -> str:
+    return (
+        "energy.meter='zeus' but no energy counter is readable: NVML found no NVIDIA GPU "
+        "(needs the driver and `nvidia-ml-py`), and RAPL is not readable "
+        "(/sys/class/powercap/intel-rapl is absent, or its energy_uj files are root-only). "
+        "Fix: run on a GPU host; or on a bare-metal Intel/AMD host make RAPL readable, e.g. "
+        "`sudo chmod -R a+r /sys/class/powercap/intel-rapl` (or deploy zeusd); in a container, "
+        "bind-mount /sys/class/powercap to /zeus_sys/class/powercap. Otherwise set "
+        "energy.meter='estimate' (figures are then labelled 'estimated')."
+    )

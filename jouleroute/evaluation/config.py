@@ -1,0 +1,50 @@
+"""Typed config of stage `evaluate` (params.yaml section `evaluate`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from jouleroute.strict import StrictModel
+
+DEFAULT_LAMBDAS = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+
+
+class EvaluateConfig(StrictModel):
+    """How routers are scored. Every metric is defined in docs/metrics.md."""
+
+    split: Literal["train", "val", "test"] = "test"  # routers are scored on this split only
+    # Energy-penalty weights each lambda-family router is run at (the lead's routers
+    # read them from here); the phase-transition detector needs a log-spaced sweep.
+    lambdas: tuple[float, ...] = DEFAULT_LAMBDAS
+    # "above_median": candidates whose mean J/query exceeds the pool median;
+    # "top": only the candidate with the highest mean J/query.
+    expensive_rule: Literal["above_median", "top"] = "above_median"
+    # A router "keeps accuracy" when within this many accuracy points (fraction) of the best single candidate.
+    accuracy_tolerance: float = Field(default=0.01, ge=0.0, le=1.0)
+    allow_mixed_sources: bool = False  # compare energy figures from different energy_source labels
+    include_overhead: bool = True  # headline energy/latency include the router's own measured overhead
+    energy_column: Literal["energy_j", "energy_net_j"] = "energy_j"  # raw or idle-subtracted energy
+    # A lambda curve whose total change is below this is reported as having no transition.
+    min_transition_change: float = Field(default=0.05, gt=0.0, le=1.0)
+    bootstrap_samples: int = Field(default=1000, ge=0, le=100_000)  # 0 disables confidence intervals
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    seed: int = 0
+    plots: bool = True
+
+    @field_validator("lambdas")
+    @classmethod
+    def _log_spaced_sweep(cls, values: tuple[float, ...]) -> tuple[float, ...]:
+        if len(values) < 7:
+            raise ValueError(f"evaluate.lambdas needs at least 7 values to locate a transition, got {len(values)}")
+        if any(not math.isfinite(v) or v <= 0 for v in values):
+            raise ValueError(f"evaluate.lambdas must all be finite and > 0, got {list(values)}")
+        if any(b <= a for a, b in zip(values, values[1:])):
+            raise ValueError(f"evaluate.lambdas must be strictly increasing, got {list(values)}")
+        if values[-1] / values[0] < 10:
+            raise ValueError(
+                f"evaluate.lambdas must span at least one decade (log-spaced sweep), got {values[0]}..{values[-1]}"
+            )
+        return values

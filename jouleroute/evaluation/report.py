@@ -1,0 +1,175 @@
+"""Write an evaluation to disk: metrics.json, report.json, report.md, sweep.csv and plots/*.png.
+
+metrics.json keeps the headline numbers flat enough for ``dvc metrics show``;
+report.json keeps everything; report.md is for people, and states the
+energy_source next to every energy column.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+from jouleroute.evaluation.config import EvaluateConfig
+from jouleroute.evaluation.plots import plot_accuracy_vs_energy, plot_lambda_sweep, plot_routing_mix, safe_name
+
+
+def clean(value):
+    """JSON-safe copy: numpy scalars to Python, NaN/inf to None (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def headline_metrics(report: dict) -> dict:
+    view = report["headline_view"]
+    other = "models_only"
+
+    def pick(entry: dict, *keys: str) -> dict:
+        return {k: entry["views"][view][k] for k in keys}
+
+    routers = {}
+    for name, r in report["routers"].items():
+        routers[name] = pick(r, "accuracy", "j_per_query", "aiq", "pgr", "savings_captured_pct", "on_frontier",
+                             "energy_source")
+        routers[name]["j_per_query_models_only"] = r["views"][other]["j_per_query"]
+    return {
+        "split": report["split"],
+        "n_queries": report["n_queries"],
+        "headline_view": view,
+        "energy_source": report["views"][view]["energy_source"],
+        "aiq_zero_router": report["views"][view]["aiq_zero_router"],
+        "oracle": pick(report["oracle"], "accuracy", "j_per_query"),
+        "singles": {c: pick(s, "accuracy", "j_per_query") for c, s in report["singles"].items()},
+        "routers": routers,
+        "families": {
+            f: {"aiq": v["views"][view]["aiq"], "aiq_lift": v["views"][view]["aiq_lift"],
+                "lambda_star": v.get("lambda_star"),
+                "transition_width_log10": v.get("transitions", {}).get("combined", {}).get("width_log10")}
+            for f, v in report["families"].items()
+        },
+    }
+
+
+def _f(x, digits: int = 3) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if abs(x) < 0.5 * 10 ** -digits:
+        x = 0.0  # no "-0.0" for a tiny negative
+    return f"{x:.{digits}g}" if abs(x) >= 1000 or (0 < abs(x) < 0.001) else f"{x:.{digits}f}"
+
+
+def markdown(report: dict) -> str:
+    view = report["headline_view"]
+    src = report["views"][view]["energy_source"]
+    prov = report.get("provenance", {})
+    lines = [f"# Routing evaluation ({report['split']} split, {report['n_queries']} queries)", "",
+             f"Energy source: **{src}** (energy column `{report['energy_column']}`). Headline view: **{view}** "
+             "(router overhead " + ("included" if view == "with_overhead" else "excluded") + ").",
+             "Provenance: " + (", ".join(f"{k}={v}" for k, v in sorted(prov.items())) or "none given"), ""]
+    if src.startswith("mixed:"):
+        lines += [f"> **Warning**: energy figures mix sources ({src}); comparisons are indicative only.", ""]
+    lines += ["## Single candidates and oracle", "",
+              f"| policy | accuracy | J/query [{src}] | J/correct [{src}] | latency p95 s |", "|---|---|---|---|---|"]
+    for name, s in list(report["singles"].items()) + [("**oracle**", report["oracle"])]:
+        v = s["views"][view]
+        lines.append(f"| {name} | {_f(v['accuracy'])} | {_f(v['j_per_query'])} | {_f(v['j_per_correct'])} "
+                     f"| {_f(v['latency_p95_s'])} |")
+    ref = report["views"][view]
+    lines += ["", f"Cheapest single: `{ref['cheapest_single']}`; most accurate single: `{ref['best_single']}`; "
+              f"AIQ of the singles alone (zero router): {_f(ref['aiq_zero_router'])}.", ""]
+    if report["routers"]:
+        lines += ["## Routers", "",
+                  f"| router | family | lambda | accuracy | J/query [{src}] | J/query models only | AIQ | PGR "
+                  "| % oracle savings captured | Pareto |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, r in report["routers"].items():
+            v, m = r["views"][view], r["views"]["models_only"]
+            ci = v.get("accuracy_ci")
+            acc = _f(v["accuracy"]) + (f" [{_f(ci[0])}, {_f(ci[1])}]" if ci else "")
+            lines.append(f"| {name} | {r['family']} | {_f(r['lam'])} | {acc} | {_f(v['j_per_query'])} "
+                         f"| {_f(m['j_per_query'])} | {_f(v['aiq'])} | {_f(v['pgr'])} "
+                         f"| {_f(v['savings_captured_pct'], 1)} | {_f(v['on_frontier'])} |")
+    if report["families"]:
+        lines += ["", "## Lambda families", "", f"Expensive candidates: {report['expensive_candidates']}.", "",
+                  "| family | AIQ | AIQ lift | lambda* | transition width (log10 lambda) | resolved |",
+                  "|---|---|---|---|---|---|"]
+        for fam, f in report["families"].items():
+            t, v = f["transitions"]["combined"], f["views"][view]
+            lines.append(f"| {fam} | {_f(v['aiq'])} | {_f(v['aiq_lift'])} | {_f(f['lambda_star'])} "
+                         f"| {_f(t['width_log10'])} | {_f(t['resolved'])} |")
+    lines += ["", "## Accuracy per task", "", "| policy | " + " | ".join(report["tasks"]) + " |",
+              "|---|" + "---|" * len(report["tasks"])]
+    for name, e in list(report["singles"].items()) + [("oracle", report["oracle"])] + list(report["routers"].items()):
+        per = e["views"][view]["per_task"]
+        lines.append(f"| {name} | " + " | ".join(_f(per[t]["accuracy"]) for t in report["tasks"]) + " |")
+    lines += ["", "Definitions: docs/metrics.md. Plots: plots/*.png.", ""]
+    return "\n".join(lines)
+
+
+def write_sweep_csv(report: dict, path: Path) -> Path:
+    view = report["headline_view"]
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["family", "router", "lam", "log10_lam", "accuracy", "j_per_query", "j_per_query_models_only",
+                    "expensive_share", "energy_source"])
+        for fam, f in report["families"].items():
+            s = f["sweep"]
+            for i, name in enumerate(s["router"]):
+                r = report["routers"][name]["views"]
+                w.writerow([fam, name, s["lam"][i], math.log10(s["lam"][i]), s["accuracy"][i], s["j_per_query"][i],
+                            r["models_only"]["j_per_query"], s["expensive_share"][i], r[view]["energy_source"]])
+    return path
+
+
+def _plots(report: dict, plot_dir: Path) -> dict[str, Path]:
+    view = report["headline_view"]
+    src = report["views"][view]["energy_source"]
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    routers = report["routers"]
+    points = {
+        "singles": {c: (s["views"][view]["j_per_query"], s["views"][view]["accuracy"])
+                    for c, s in report["singles"].items()},
+        "oracle": (report["oracle"]["views"][view]["j_per_query"], report["oracle"]["views"][view]["accuracy"]),
+        "routers": {n: (r["views"][view]["j_per_query"], r["views"][view]["accuracy"], r["family"], r["lam"])
+                    for n, r in routers.items()},
+    }
+    front = {("single", n) for n, e in report["singles"].items() if e["views"][view]["on_frontier"]}
+    front |= {("router", n) for n, e in routers.items() if e["views"][view]["on_frontier"]}
+    out = {"accuracy_vs_energy": plot_accuracy_vs_energy(points, front, src, plot_dir / "accuracy_vs_energy.png")}
+    if report["families"]:
+        sweeps = {f: {**v["sweep"], "lambda_star": v["lambda_star"]} for f, v in report["families"].items()}
+        out["lambda_sweep"] = plot_lambda_sweep(sweeps, src, plot_dir / "lambda_sweep.png")
+    by_cost = sorted(report["candidates"], key=lambda c: points["singles"][c][0])
+    for fam in sorted({r["family"] for r in routers.values()}):
+        members = sorted((n for n, r in routers.items() if r["family"] == fam), key=lambda n: routers[n]["lam"] or 0)
+        mixes = {(n if routers[n]["lam"] is None else f"lambda={routers[n]['lam']:g}"):
+                 {t: b["share"] for t, b in routers[n]["views"][view]["per_task"].items()} for n in members}
+        key = f"routing_mix_{safe_name(fam)}"
+        out[key] = plot_routing_mix(fam, mixes, by_cost, plot_dir / f"{key}.png")
+    return out
+
+
+def write_outputs(report: dict, out_dir: Path, cfg: EvaluateConfig) -> tuple[dict, dict[str, Path]]:
+    """Write every output file; return (headline metrics, {name: path})."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = clean(report)
+    metrics = headline_metrics(report)
+    paths = {"metrics": out_dir / "metrics.json", "report": out_dir / "report.json",
+             "markdown": out_dir / "report.md", "sweep": out_dir / "sweep.csv"}
+    paths["metrics"].write_text(json.dumps(metrics, indent=2, allow_nan=False) + "\n")
+    paths["report"].write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
+    paths["markdown"].write_text(markdown(report))
+    write_sweep_csv(report, paths["sweep"])
+    if cfg.plots:
+        paths.update({f"plot_{k}": v for k, v in _plots(report, out_dir / "plots").items()})
+    return metrics, paths

@@ -1,0 +1,29 @@
+"""The single `paths:` section: read by the code and, through DVC templating, by dvc.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jouleroute.strict import StrictModel
+
+
+class PathsConfig(StrictModel):
+    """Every artifact location, relative to the repository root (DVC's working directory)."""
+
+    data_dir: str = "data/benchmarks"
+    queries: str = "artifacts/prepare/queries.parquet"
+    models_dir: str = "artifacts/models"
+    shards_dir: str = "artifacts/tournament/shards"
+    profile: str = "artifacts/tournament/profile.parquet"
+    profile_meta: str = "artifacts/tournament/run.json"
+    tournament_summary: str = "artifacts/tournament/summary.json"
+    validation_dir: str = "artifacts/validate"
+    router_data_dir: str = "artifacts/router_data"
+    sft_dir: str = "artifacts/sft"
+    grpo_dir: str = "artifacts/grpo"
+    evaluate_dir: str = "artifacts/evaluate"
+    embedding_cache: str = "artifacts/cache/embeddings"
+    mlflow_db: str = "mlruns/mlflow.db"
+
+    def resolve(self, name: str, root: Path) -> Path:
+        return (root / getattr(self, name)).resolve()

@@ -1,0 +1,44 @@
+"""Per-candidate summary of a profile: accuracy, energy and latency figures, with their source."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+
+def summarize_profile(profile: pd.DataFrame) -> dict[str, dict[str, float | str]]:
+    """``{candidate_id: {metric: value}}``; energy figures carry ``energy_source``."""
+    out: dict[str, dict[str, float | str]] = {}
+    for cand, rows in profile.groupby("candidate_id", sort=True):
+        n_correct = int(rows["correct"].sum())
+        stats: dict[str, float | str] = {
+            "queries": float(len(rows)),
+            "accuracy": float(rows["correct"].mean()),
+            "invalid_rate": float(rows["invalid"].mean()),
+            "energy_j_mean": float(rows["energy_j"].mean()),
+            "energy_j_p95": float(rows["energy_j"].quantile(0.95)),
+            "energy_net_j_mean": float(rows["energy_net_j"].mean()),
+            "j_per_correct": float(rows["energy_j"].sum() / n_correct) if n_correct else math.inf,
+            "latency_s_p50": float(rows["latency_s"].quantile(0.5)),
+            "latency_s_p95": float(rows["latency_s"].quantile(0.95)),
+            "output_tokens_mean": float(rows["output_tokens"].mean()),
+            "energy_source": ",".join(sorted(rows["energy_source"].unique())),
+        }
+        for task, task_rows in rows.groupby("task", sort=True):
+            stats[f"accuracy.{task}"] = float(task_rows["correct"].mean())
+            stats[f"energy_j_mean.{task}"] = float(task_rows["energy_j"].mean())
+        out[str(cand)] = stats
+    return out
+
+
+def summary_table(summary: dict[str, dict[str, float | str]]) -> str:
+    """A markdown table of the headline figures, for humans and MLflow artifacts."""
+    head = "| candidate | accuracy | J/query (mean) | J/query (p95) | J/correct | latency p50 s | energy source |"
+    lines = [head, "|" + "---|" * 7]
+    for cand, s in summary.items():
+        lines.append(
+            f"| {cand} | {s['accuracy']:.3f} | {s['energy_j_mean']:.3g} | {s['energy_j_p95']:.3g} | "
+            f"{s['j_per_correct']:.3g} | {s['latency_s_p50']:.3g} | {s['energy_source']} |"
+        )
+    return "\n".join(lines)

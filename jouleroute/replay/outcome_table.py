@@ -1,0 +1,181 @@
+"""Read and check a user's outcome table (CSV, JSONL or parquet), one row per (query, candidate).
+
+Minimal schema (docs/replay.md): query_id, task, prompt, candidate, correct; plus, per row,
+either measured energy (energy_j, energy_source, latency_s) or what is needed to model it
+(an entry for the candidate in params ``import_outcomes.models``; input_tokens and
+output_tokens, or the texts to count them from). Every problem is an ``OutcomeTableError``
+that names the file, the row (and line, for text formats) and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from jouleroute.replay.config import CANDIDATE_ID_PATTERN
+
+REQUIRED_COLUMNS = ("query_id", "task", "prompt", "candidate", "correct")
+OPTIONAL_COLUMNS = (
+    "split", "subtask", "gold", "choices_json", "model", "output_text", "extracted_answer", "invalid",
+    "input_tokens", "output_tokens", "energy_j", "energy_source", "latency_s", "ttft_s", "batch_size",
+)  # fmt: skip
+_TRUE = {"1", "true", "yes"}
+_FALSE = {"0", "false", "no"}
+
+
+class OutcomeTableError(ValueError):
+    """Bad user input: the message names file, row and field, and says what is expected."""
+
+
+@dataclass
+class OutcomeTable:
+    """The table as read: one python value (or None when empty) per cell, plus where each row lives."""
+
+    path: Path
+    frame: pd.DataFrame  # as read; ``cells`` turns empty cells (None, NaN, "") into None
+    lines: list[int] | None  # 1-based line of each row for text formats; None for parquet
+
+    def where(self, row: int, field: str | None = None) -> str:
+        line = f" (line {self.lines[row]})" if self.lines is not None else ""
+        return f"{self.path} row {row}{line}" + (f" field '{field}'" if field else "")
+
+    def fail(self, row: int, field: str | None, message: str) -> OutcomeTableError:
+        return OutcomeTableError(f"{self.where(row, field)}: {message}")
+
+    def has(self, column: str) -> bool:
+        return column in self.frame.columns
+
+    def cells(self, column: str) -> list[object]:
+        if not self.has(column):
+            return [None] * len(self.frame)
+        return [None if _missing(v) else v for v in self.frame[column].tolist()]
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value == ""
+
+
+def read_outcome_table(path: Path) -> OutcomeTable:
+    """Read CSV (all cells as text), JSONL (one object a line) or parquet; check the required columns."""
+    if not path.is_file():
+        raise OutcomeTableError(f"{path}: outcome table not found")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        lines = [i + 2 for i in range(len(frame))]  # line 1 is the header
+    elif suffix in (".jsonl", ".ndjson"):
+        records, lines = [], []
+        for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise OutcomeTableError(f"{path} line {number}: not valid JSON ({err.msg})") from err
+            if not isinstance(record, dict):
+                raise OutcomeTableError(f"{path} line {number}: expected a JSON object, got {type(record).__name__}")
+            records.append(record)
+            lines.append(number)
+        frame = pd.DataFrame.from_records(records)
+    elif suffix == ".parquet":
+        frame, lines = pd.read_parquet(path), None
+    else:
+        raise OutcomeTableError(f"{path}: unsupported format '{suffix}'; use .csv, .jsonl or .parquet")
+    absent = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if absent:
+        raise OutcomeTableError(
+            f"{path}: missing column(s) {absent}; required: {list(REQUIRED_COLUMNS)} (docs/replay.md)"
+        )
+    if frame.empty:
+        raise OutcomeTableError(f"{path}: the table has no rows")
+    return OutcomeTable(path, frame, lines)
+
+
+def texts(table: OutcomeTable, column: str, required: bool, default: str | None = None) -> list[str | None]:
+    """A text column; numbers (e.g. numeric ids in JSONL) become their string form."""
+    out: list[str | None] = []
+    for row, value in enumerate(table.cells(column)):
+        if value is None:
+            if required:
+                raise table.fail(row, column, "is empty")
+            out.append(default)
+        elif isinstance(value, (str, int)) and not isinstance(value, bool):
+            out.append(str(value))
+        else:
+            raise table.fail(row, column, f"expected text, got {value!r}")
+    return out
+
+
+def flags(table: OutcomeTable, column: str, default: int | None = None) -> list[int]:
+    """A 0/1 column (correct, invalid): accepts 0/1, 0.0/1.0, true/false, yes/no."""
+    out = []
+    for row, value in enumerate(table.cells(column)):
+        if value is None and default is not None:
+            out.append(default)
+            continue
+        text = str(value).strip().lower()
+        if isinstance(value, bool):
+            out.append(int(value))
+        elif isinstance(value, (int, float)) and value in (0, 1):
+            out.append(int(value))
+        elif text in _TRUE or text in _FALSE:
+            out.append(int(text in _TRUE))
+        else:
+            raise table.fail(row, column, f"expected 0/1 or true/false, got {value!r}")
+    return out
+
+
+def numbers(table: OutcomeTable, column: str, kind: type, minimum: float, strict: bool) -> list[float | int | None]:
+    """A numeric column with a lower bound (``strict``: value > minimum); empty cells are None."""
+    out: list[float | int | None] = []
+    for row, value in enumerate(table.cells(column)):
+        if value is None:
+            out.append(None)
+            continue
+        try:
+            number = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            number = math.nan
+        whole = kind is float or number.is_integer()
+        if not math.isfinite(number) or not whole or number < minimum or (strict and number == minimum):
+            bound = f"> {minimum}" if strict else f">= {minimum}"
+            what = "an integer" if kind is int else "a number"
+            raise table.fail(row, column, f"expected {what} {bound}, got {value!r}")
+        out.append(kind(number))
+    return out
+
+
+def check_candidates(table: OutcomeTable, candidates: list[str]) -> None:
+    """Candidate ids become file names and params keys: lower-case, no spaces (as in the pool)."""
+    pattern = re.compile(CANDIDATE_ID_PATTERN)
+    for row, candidate in enumerate(candidates):
+        if not pattern.match(candidate):
+            raise table.fail(row, "candidate", f"{candidate!r} must match {CANDIDATE_ID_PATTERN} (lower-case id)")
+
+
+def check_unique_pairs(table: OutcomeTable, query_ids: list[str], candidates: list[str]) -> None:
+    first: dict[tuple[str, str], int] = {}
+    for row, pair in enumerate(zip(query_ids, candidates)):
+        if pair in first:
+            raise OutcomeTableError(
+                f"{table.path}: duplicate (query_id, candidate) {pair}: "
+                f"{table.where(first[pair])} and {table.where(row)}"
+            )
+        first[pair] = row
+
+
+def check_same_per_query(table: OutcomeTable, query_ids: list[str], column: str, values: list[object]) -> None:
+    """A query's task, prompt, split... must be the same on every row that names it."""
+    seen: dict[str, tuple[int, object]] = {}
+    for row, (query_id, value) in enumerate(zip(query_ids, values)):
+        if query_id not in seen:
+            seen[query_id] = (row, value)
+        elif seen[query_id][1] != value:
+            raise table.fail(
+                row, column, f"differs from {table.where(seen[query_id][0])} for the same query_id {query_id!r}"
+            )

@@ -1,0 +1,64 @@
+"""k-nearest-neighbour router: a query inherits the outcomes of its closest training queries.
+
+For a query q with neighbours N_k(q) (cosine distance between embeddings),
+
+    p(q, c) = mean_{n in N_k(q)} correct(n, c)
+    E(q, c) = mean_{n in N_k(q)} energy_j(n, c)
+
+over the neighbours where c was run; a candidate run on none of them falls back
+to its mean over the whole training set.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from sklearn.neighbors import NearestNeighbors
+
+from jouleroute.energy.base import Meter
+from jouleroute.routing.embeddings import Embedder
+from jouleroute.routing.learned import LearnedRouter
+from jouleroute.routing.train_table import TrainTable
+
+
+def _neighbour_mean(values: np.ndarray, neighbours: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """Mean of ``values`` [train, c] over each row of ``neighbours`` [n, k], ignoring NaN."""
+    picked = values[neighbours]  # [n, k, c]
+    seen = ~np.isnan(picked)
+    count = seen.sum(axis=1)
+    total = np.where(seen, picked, 0.0).sum(axis=1)
+    return np.where(count > 0, total / np.maximum(count, 1), fallback[None, :])
+
+
+class KNNRouter(LearnedRouter):
+    name = "knn"
+
+    def __init__(
+        self,
+        candidates: Sequence[str],
+        embedder: Embedder,
+        k: int = 20,
+        lam: float = 0.5,
+        energy_norm: str = "max",
+        meter: Meter | None = None,
+        seed: int = 0,
+    ):
+        super().__init__(candidates, embedder, lam=lam, energy_norm=energy_norm, meter=meter, seed=seed)
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        self.k = k
+
+    def _fit(self, x: np.ndarray, table: TrainTable) -> None:
+        self.k_used = min(self.k, len(x))
+        self.index = NearestNeighbors(n_neighbors=self.k_used, metric="cosine", algorithm="brute").fit(x)
+        self.correct = table.correct
+        self.energy_j = table.energy_j
+        self.mean_correct = np.nanmean(table.correct, axis=0)
+        self.mean_energy_j = table.candidate_mean_energy_j()
+
+    def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        _, neighbours = self.index.kneighbors(x)
+        p = _neighbour_mean(self.correct, neighbours, self.mean_correct)
+        e = _neighbour_mean(self.energy_j, neighbours, self.mean_energy_j)
+        return p, e

@@ -1,0 +1,110 @@
+"""Common frame of the learned baselines: embed, predict (p_correct, energy), decide.
+
+A subclass only says how to fit on embedded training queries and how to predict
+``p_correct`` and ``energy_j`` for new ones. Everything else is here: building
+the training table, the embedding cache, measuring the router's own cost, and
+the decision rule of ``jouleroute.routing.scoring``.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import abstractmethod
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from jouleroute.energy.base import Meter
+from jouleroute.routing.base import Router, RoutingDecisions
+from jouleroute.routing.embeddings import Embedder
+from jouleroute.routing.scoring import ScoredQueries, normalize_energy
+from jouleroute.routing.simple import query_ids_of
+from jouleroute.routing.train_table import TrainTable, build_train_table
+
+log = logging.getLogger(__name__)
+
+
+class LearnedRouter(Router):
+    """Router trained on the train profile; decides ``argmax_c p(q, c) - lam * e~(q, c)``.
+
+    With a ``meter``, ``predict_scores`` measures embedding plus prediction of the
+    routed batch in one window, bypassing the embedding cache so the cost is the
+    one a deployment would pay; the window is split evenly over the queries.
+    """
+
+    def __init__(
+        self,
+        candidates: Sequence[str],
+        embedder: Embedder,
+        lam: float = 0.5,
+        energy_norm: str = "max",
+        meter: Meter | None = None,
+        seed: int = 0,
+    ):
+        super().__init__(candidates)
+        if lam < 0:
+            raise ValueError(f"lam must be >= 0, got {lam}")
+        normalize_energy(np.ones((1, 1)), energy_norm)  # rejects an unknown name now, not at route time
+        self.embedder = embedder
+        self.lam = lam
+        self.energy_norm = energy_norm
+        self.meter = meter
+        self.seed = seed
+        self.energy_source: str | None = None  # of the training energies, set by fit
+
+    def fit(
+        self, profile: pd.DataFrame, queries: pd.DataFrame, energy_column: str = "energy_j", split: str = "train"
+    ) -> "LearnedRouter":
+        """Train on the ``split`` rows of ``profile``; questions come from ``queries``."""
+        table = build_train_table(profile, queries, self.candidates, energy_column=energy_column, split=split)
+        x = self.embedder(table.texts)
+        self._fit(x, table)
+        self.energy_source = table.energy_source
+        log.info("%s fitted on %d queries x %d candidates", self.name, len(table.query_ids), len(self.candidates))
+        return self
+
+    @abstractmethod
+    def _fit(self, x: np.ndarray, table: TrainTable) -> None:
+        """Learn from query embeddings ``x`` [queries, dim] and the outcomes in ``table``."""
+
+    @abstractmethod
+    def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(p_correct, energy_j)``, each [queries, candidates]."""
+
+    def _embed_and_predict(self, texts: list[str], use_cache: bool) -> tuple[np.ndarray, np.ndarray]:
+        if self.energy_source is None:
+            raise RuntimeError(f"{self.name} router is not fitted; call fit(profile, queries) first")
+        return self._predict(self.embedder(texts, use_cache=use_cache))
+
+    def predict_scores(self, queries: pd.DataFrame) -> ScoredQueries:
+        """Predictions for a batch, to be decided at one or many ``lam`` (``ScoredQueries.decide``)."""
+        ids = query_ids_of(queries)
+        if "question" not in queries.columns:
+            raise ValueError(f"queries need a 'question' column; got {list(queries.columns)}")
+        texts = queries["question"].astype(str).tolist()
+        n = len(ids)
+        if n == 0:
+            raise ValueError("no queries to route")
+        if self.meter is None:
+            p, e = self._embed_and_predict(texts, use_cache=True)
+            latency, energy, source = [0.0] * n, [0.0] * n, "none"
+        else:
+            self.embedder.warm_up()  # model loading is a one-off, not a per-query cost
+            with self.meter.window() as box:
+                p, e = self._embed_and_predict(texts, use_cache=False)
+            window = box[0]
+            latency, energy, source = [window.time_s / n] * n, [window.energy_j / n] * n, window.source
+        return ScoredQueries(
+            query_ids=ids,
+            candidates=list(self.candidates),
+            p_correct=np.clip(p, 0.0, 1.0),
+            energy_j=e,
+            energy_norm=self.energy_norm,
+            overhead_latency_s=latency,
+            overhead_energy_j=energy,
+            overhead_energy_source=source,
+        )
+
+    def route(self, queries: pd.DataFrame) -> RoutingDecisions:
+        return self.predict_scores(queries).decide(self.lam)

@@ -1,0 +1,85 @@
+"""Matrix-factorization router in the style of RouteLLM's ``mf``.
+
+Each candidate c has a learned vector v_c; the query embedding x_q is projected
+by a learned W into the same space. As in RouteLLM, the candidate vector is
+L2-normalized and combined with the projection elementwise before a linear read-out:
+
+    logit(q, c) = w . (v_c / |v_c|  *  W x_q) + b_c
+    p(q, c)     = sigmoid(logit(q, c))
+
+RouteLLM trains on pairwise preferences between a strong and a weak model; here
+the label is each candidate's own correctness, trained pointwise with BCE on
+every observed (query, candidate) pair, so a per-candidate bias b_c carries each
+candidate's base accuracy (pairwise training cancels it). The model predicts no
+energy: E(q, c) is candidate c's mean energy on the train split.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from jouleroute.energy.base import Meter
+from jouleroute.routing.embeddings import Embedder
+from jouleroute.routing.learned import LearnedRouter
+from jouleroute.routing.torch_fit import as_targets, masked_bce, seeded, single_threaded, train_minibatch
+from jouleroute.routing.train_table import TrainTable
+
+
+class _MatrixFactorization(nn.Module):
+    def __init__(self, dim_in: int, dim: int, n_candidates: int):
+        super().__init__()
+        self.candidate_vectors = nn.Embedding(n_candidates, dim)
+        self.project = nn.Linear(dim_in, dim, bias=False)
+        self.read_out = nn.Linear(dim, 1, bias=False)
+        self.bias = nn.Parameter(torch.zeros(n_candidates))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits [queries, candidates] for every candidate at once."""
+        v = F.normalize(self.candidate_vectors.weight, p=2, dim=1)  # [c, dim]
+        # w . (v_c * Wx) == (Wx) . (v_c * w): fold the read-out into the candidate vectors.
+        return self.project(x) @ (v * self.read_out.weight).T + self.bias
+
+
+class MFRouter(LearnedRouter):
+    name = "mf"
+
+    def __init__(
+        self,
+        candidates: Sequence[str],
+        embedder: Embedder,
+        dim: int = 64,
+        epochs: int = 30,
+        lr: float = 3e-3,
+        weight_decay: float = 1e-5,
+        batch_size: int = 256,
+        lam: float = 0.5,
+        energy_norm: str = "max",
+        meter: Meter | None = None,
+        seed: int = 0,
+    ):
+        super().__init__(candidates, embedder, lam=lam, energy_norm=energy_norm, meter=meter, seed=seed)
+        self.dim = dim
+        self.train_args = dict(epochs=epochs, lr=lr, weight_decay=weight_decay, batch_size=batch_size)
+        self.loss_history: list[float] = []
+
+    def _fit(self, x: np.ndarray, table: TrainTable) -> None:
+        correct, observed = as_targets(table.correct)
+        inputs = torch.tensor(x, dtype=torch.float32)
+        self.mean_energy_j = table.candidate_mean_energy_j()
+
+        def batch_loss(rows: torch.Tensor) -> torch.Tensor:
+            return masked_bce(self.net(inputs[rows]), correct[rows], observed[rows])
+
+        with seeded(self.seed), single_threaded():
+            self.net = _MatrixFactorization(x.shape[1], self.dim, len(self.candidates))
+            self.loss_history = train_minibatch(self.net, len(x), batch_loss, seed=self.seed, **self.train_args)
+
+    def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with torch.no_grad(), single_threaded():
+            p = torch.sigmoid(self.net(torch.tensor(x, dtype=torch.float32))).numpy().astype(np.float64)
+        return p, np.tile(self.mean_energy_j, (len(x), 1))

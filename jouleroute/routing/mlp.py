@@ -1,0 +1,96 @@
+"""MLP router: one network predicts every candidate's correctness and energy from the query embedding.
+
+A shared trunk (Linear-ReLU-Dropout per hidden size) feeds two heads of one
+output per candidate:
+
+    p(q, c) = sigmoid(h_c(x_q))                       trained with BCE on correct(q, c)
+    E(q, c) = exp(mu_c + sigma_c * g_c(x_q))          trained with MSE on standardized log energy
+
+mu_c, sigma_c are the mean and spread of candidate c's log energy on the train
+split. Unobserved (query, candidate) pairs are masked out of both losses.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from jouleroute.energy.base import Meter
+from jouleroute.routing.embeddings import Embedder
+from jouleroute.routing.learned import LearnedRouter
+from jouleroute.routing.torch_fit import as_targets, masked_bce, seeded, single_threaded, train_minibatch
+from jouleroute.routing.train_table import TrainTable
+
+# Energies at or below zero (possible for idle-subtracted net energy) cannot be logged.
+_LOG_FLOOR_J = 1e-9
+
+
+class _TwoHeadMLP(nn.Module):
+    def __init__(self, dim_in: int, hidden_sizes: Sequence[int], n_candidates: int, dropout: float):
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = dim_in
+        for size in hidden_sizes:
+            layers += [nn.Linear(width, size), nn.ReLU(), nn.Dropout(dropout)]
+            width = size
+        self.trunk = nn.Sequential(*layers)
+        self.correct_head = nn.Linear(width, n_candidates)
+        self.energy_head = nn.Linear(width, n_candidates)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.trunk(x)
+        return self.correct_head(h), self.energy_head(h)
+
+
+class MLPRouter(LearnedRouter):
+    name = "mlp"
+
+    def __init__(
+        self,
+        candidates: Sequence[str],
+        embedder: Embedder,
+        hidden_sizes: Sequence[int] = (128,),
+        dropout: float = 0.1,
+        epochs: int = 40,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-4,
+        batch_size: int = 64,
+        lam: float = 0.5,
+        energy_norm: str = "max",
+        meter: Meter | None = None,
+        seed: int = 0,
+    ):
+        super().__init__(candidates, embedder, lam=lam, energy_norm=energy_norm, meter=meter, seed=seed)
+        self.hidden_sizes = tuple(hidden_sizes)
+        self.dropout = dropout
+        self.train_args = dict(epochs=epochs, lr=lr, weight_decay=weight_decay, batch_size=batch_size)
+        self.loss_history: list[float] = []
+
+    def _fit(self, x: np.ndarray, table: TrainTable) -> None:
+        log_e = np.log(np.maximum(table.energy_j, _LOG_FLOOR_J))  # NaN stays NaN
+        self.log_mu = np.nanmean(log_e, axis=0)
+        spread = np.nanstd(log_e, axis=0)
+        self.log_sigma = np.where(spread > 0, spread, 1.0)
+        correct, observed = as_targets(table.correct)
+        energy_target, _ = as_targets((log_e - self.log_mu) / self.log_sigma)
+        inputs = torch.tensor(x, dtype=torch.float32)
+
+        def batch_loss(rows: torch.Tensor) -> torch.Tensor:
+            logits, log_energy = self.net(inputs[rows])
+            mask = observed[rows]
+            squared = (log_energy - energy_target[rows]) ** 2 * mask
+            return masked_bce(logits, correct[rows], mask) + squared.sum() / mask.sum().clamp(min=1.0)
+
+        with seeded(self.seed), single_threaded():
+            self.net = _TwoHeadMLP(x.shape[1], self.hidden_sizes, len(self.candidates), self.dropout)
+            self.loss_history = train_minibatch(self.net, len(x), batch_loss, seed=self.seed, **self.train_args)
+
+    def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with torch.no_grad(), single_threaded():
+            logits, log_energy = self.net(torch.tensor(x, dtype=torch.float32))
+        p = torch.sigmoid(logits).numpy().astype(np.float64)
+        e = np.exp(self.log_mu + self.log_sigma * log_energy.numpy().astype(np.float64))
+        return p, e

@@ -1,0 +1,100 @@
+"""Baseline routers by name: the table, and one function that builds (and trains) any of them.
+
+Names are the families of ``BaselinesConfig.families``; ``always`` takes its
+candidate after a colon (``always:<candidate_id>``), and ``baseline_names``
+expands a family list into the concrete router names for a pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from jouleroute.energy.base import Meter
+from jouleroute.routing.base import Router
+from jouleroute.routing.config import BaselinesConfig
+from jouleroute.routing.embeddings import Embedder, build_embedder
+from jouleroute.routing.knn import KNNRouter
+from jouleroute.routing.learned import LearnedRouter
+from jouleroute.routing.mf import MFRouter
+from jouleroute.routing.mlp import MLPRouter
+from jouleroute.routing.simple import AlwaysRouter, OracleRouter, RandomRouter
+
+log = logging.getLogger(__name__)
+
+ROUTER_FAMILIES: dict[str, type[Router]] = {
+    "always": AlwaysRouter,
+    "random": RandomRouter,
+    "oracle": OracleRouter,
+    "knn": KNNRouter,
+    "mlp": MLPRouter,
+    "mf": MFRouter,
+}
+
+
+def baseline_names(families: Sequence[str], candidates: Sequence[str]) -> list[str]:
+    """Concrete router names: each family, with ``always`` expanded to one name per candidate."""
+    names: list[str] = []
+    for family in families:
+        names += [f"always:{c}" for c in candidates] if family == "always" else [family]
+    return names
+
+
+def _learned(
+    family: str, candidates: Sequence[str], cfg: BaselinesConfig, embedder: Embedder, meter: Meter | None
+) -> LearnedRouter:
+    common = dict(lam=cfg.lam, energy_norm=cfg.energy_norm, meter=meter, seed=cfg.seed)
+    if family == "knn":
+        return KNNRouter(candidates, embedder, k=cfg.knn.k, **common)
+    if family == "mlp":
+        return MLPRouter(candidates, embedder, **cfg.mlp.model_dump(), **common)
+    return MFRouter(candidates, embedder, **cfg.mf.model_dump(), **common)
+
+
+def build_router(
+    name: str,
+    profile_train: pd.DataFrame,
+    queries_train: pd.DataFrame,
+    candidates: Sequence[str],
+    cfg: BaselinesConfig,
+    meter: Meter | None = None,
+    *,
+    mix: Mapping[str, float] | None = None,
+    eval_profile: pd.DataFrame | None = None,
+    embedder: Embedder | None = None,
+) -> Router:
+    """Build the baseline called ``name`` for the pool ``candidates``; learned ones are trained here.
+
+    - ``always:<candidate_id>``: always that candidate.
+    - ``random``: random at ``mix`` (candidate -> share; pass the learned router's
+      mix, see ``simple.mix_of``); without one, a uniform mix over the pool.
+    - ``oracle``: needs ``eval_profile``, the profile rows of the queries it will route.
+    - ``knn`` / ``mlp`` / ``mf``: fit on the ``cfg.train_split`` rows of ``profile_train``
+      with questions from ``queries_train``. ``embedder`` overrides ``cfg.embedding``
+      (tests inject a fast one); ``meter`` measures their routing overhead.
+    """
+    family, _, argument = name.partition(":")
+    if family not in ROUTER_FAMILIES:
+        raise ValueError(f"unknown router '{name}'; valid: {', '.join(ROUTER_FAMILIES)} (always as always:<candidate_id>)")
+    if family == "always":
+        if not argument:
+            raise ValueError(f"'always' needs a candidate: always:<candidate_id>, one of {list(candidates)}")
+        return AlwaysRouter(argument, candidates)
+    if argument:
+        raise ValueError(f"router '{family}' takes no ':{argument}' argument")
+    if family == "random":
+        if mix is None:
+            log.info("random router without a mix: uniform over %d candidates", len(candidates))
+            mix = {c: 1.0 for c in candidates}
+        outside = sorted(set(mix) - set(candidates))
+        if outside:
+            raise ValueError(f"random mix names candidates outside the pool: {outside}")
+        return RandomRouter(mix, seed=cfg.seed)
+    if family == "oracle":
+        if eval_profile is None:
+            raise ValueError("the oracle needs eval_profile: the profile rows of the queries it will route")
+        return OracleRouter(eval_profile, candidates, energy_column=cfg.energy_column)
+    router = _learned(family, candidates, cfg, embedder or build_embedder(cfg.embedding), meter)
+    return router.fit(profile_train, queries_train, energy_column=cfg.energy_column, split=cfg.train_split)

@@ -1,0 +1,140 @@
+"""Routers that learn nothing: always-X, random at a given mix, and the oracle.
+
+They bound the learned routers from both sides: always-X and random are what any
+router must beat; the oracle, which reads the outcomes of the routed queries, is
+the physical limit. None of them costs anything to run, so their overhead is
+zero with source ``"none"``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from jouleroute.routing.base import Router, RoutingDecisions
+
+log = logging.getLogger(__name__)
+
+
+def query_ids_of(queries: pd.DataFrame) -> list[str]:
+    if "query_id" not in queries.columns:
+        raise ValueError(f"queries need a 'query_id' column; got {list(queries.columns)}")
+    return queries["query_id"].astype(str).tolist()
+
+
+def free_decisions(query_ids: list[str], candidate_ids: list[str]) -> RoutingDecisions:
+    """Decisions of a router whose own cost is nil."""
+    n = len(query_ids)
+    return RoutingDecisions(query_ids, candidate_ids, [0.0] * n, [0.0] * n, "none")
+
+
+def mix_of(decisions: RoutingDecisions) -> dict[str, float]:
+    """Share of queries sent to each candidate: feed it to ``RandomRouter`` to match a router's mix."""
+    counts = Counter(decisions.candidate_ids)
+    total = sum(counts.values())
+    if total == 0:
+        raise ValueError("no decisions to take a mix from")
+    return {c: n / total for c, n in sorted(counts.items())}
+
+
+class AlwaysRouter(Router):
+    """Sends every query to one candidate."""
+
+    def __init__(self, candidate: str, candidates: Sequence[str] | None = None):
+        super().__init__(candidates if candidates is not None else [candidate])
+        if candidate not in self.candidates:
+            raise ValueError(f"'{candidate}' is not in the pool {self.candidates}")
+        self.candidate = candidate
+        self.name = f"always:{candidate}"
+
+    def route(self, queries: pd.DataFrame) -> RoutingDecisions:
+        ids = query_ids_of(queries)
+        return free_decisions(ids, [self.candidate] * len(ids))
+
+
+class RandomRouter(Router):
+    """Random routing at a fixed mix, e.g. the learned router's, to show what the mix alone buys.
+
+    The counts per candidate are fixed first (largest-remainder rounding of
+    ``share x n``), then shuffled over the queries, so the realized mix matches the
+    requested one to within one query per candidate rather than only on average.
+    The same seed and queries give the same decisions.
+    """
+
+    name = "random"
+
+    def __init__(self, mix: Mapping[str, float], seed: int = 0):
+        shares = {c: float(s) for c, s in mix.items()}
+        bad = {c: s for c, s in shares.items() if not np.isfinite(s) or s < 0}
+        if bad:
+            raise ValueError(f"mix shares must be finite and >= 0, got {bad}")
+        total = sum(shares.values())
+        if total <= 0:
+            raise ValueError(f"mix shares sum to {total}; at least one must be positive")
+        super().__init__(list(shares))
+        self.mix = {c: s / total for c, s in shares.items()}
+        self.seed = seed
+
+    def _counts(self, n: int) -> np.ndarray:
+        exact = np.array([self.mix[c] * n for c in self.candidates])
+        counts = np.floor(exact).astype(int)
+        # Hand the queries left over to the largest fractional parts (ties: pool order).
+        order = np.argsort(-(exact - counts), kind="stable")
+        counts[order[: n - counts.sum()]] += 1
+        return counts
+
+    def route(self, queries: pd.DataFrame) -> RoutingDecisions:
+        ids = query_ids_of(queries)
+        slots = np.repeat(np.arange(len(self.candidates)), self._counts(len(ids)))
+        np.random.default_rng(self.seed).shuffle(slots)
+        return free_decisions(ids, [self.candidates[i] for i in slots])
+
+
+class OracleRouter(Router):
+    """The cheapest correct candidate per query; the cheapest overall when none is correct.
+
+    Needs the profile rows of the queries it routes, so it is an upper bound on
+    what routing can achieve on them, not a router one could deploy.
+    """
+
+    name = "oracle"
+
+    def __init__(
+        self,
+        profile: pd.DataFrame,
+        candidates: Sequence[str] | None = None,
+        energy_column: str = "energy_j",
+    ):
+        need = {"query_id", "candidate_id", "correct", energy_column}
+        missing = sorted(need - set(profile.columns))
+        if missing:
+            raise ValueError(f"oracle profile lacks columns {missing}")
+        pool = list(candidates) if candidates is not None else sorted(profile["candidate_id"].unique())
+        super().__init__(pool)
+        rows = profile[profile["candidate_id"].isin(self.candidates)]
+        dup = rows.duplicated(["query_id", "candidate_id"])
+        if dup.any():
+            first = rows[dup].iloc[0]
+            raise ValueError(
+                f"oracle profile has {int(dup.sum())} repeated (query_id, candidate_id) rows, "
+                f"first at row {rows.index[dup][0]}: ({first['query_id']}, {first['candidate_id']})"
+            )
+        # Correct first, then cheaper; the first row of each query after sorting is its choice.
+        ranked = rows.assign(_wrong=1 - rows["correct"].astype(int)).sort_values(
+            ["query_id", "_wrong", energy_column, "candidate_id"], kind="stable"
+        )
+        self.choice = ranked.drop_duplicates("query_id").set_index("query_id")["candidate_id"].to_dict()
+
+    def route(self, queries: pd.DataFrame) -> RoutingDecisions:
+        ids = query_ids_of(queries)
+        unknown = [q for q in ids if q not in self.choice]
+        if unknown:
+            raise ValueError(
+                f"oracle has no profile rows for {len(unknown)} routed queries (first: {unknown[:3]}); "
+                "give it the profile of the split being routed"
+            )
+        return free_decisions(ids, [self.choice[q] for q in ids])

@@ -1,0 +1,64 @@
+"""Column contracts shared by every stage.
+
+Units live in the column names (``_s``, ``_j``, ``_w``). Later stages (router
+training, evaluation, replay) read only these columns, so a profile produced by
+the live tournament and one imported from public outcome data are
+interchangeable.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+# Every energy number carries one of these labels.
+ENERGY_SOURCES = ("measured-nvml", "measured-rapl", "estimated", "modelled")
+
+SPLITS = ("train", "val", "test")
+
+# --- query table (stage `prepare`) -------------------------------------------
+QUERY_SCHEMA = pa.schema(
+    [
+        pa.field("query_id", pa.string(), nullable=False),  # stable: "<task>/<source-id>"
+        pa.field("task", pa.string(), nullable=False),  # gsm8k, math500, mmlu, ...
+        pa.field("subtask", pa.string(), nullable=False),  # BBH sub-task / MMLU subject / "" otherwise
+        pa.field("split", pa.string(), nullable=False),  # train | val | test
+        pa.field("question", pa.string(), nullable=False),  # problem text, options rendered in
+        pa.field("choices_json", pa.string(), nullable=False),  # JSON list of option texts ("[]" if open)
+        pa.field("gold", pa.string(), nullable=False),  # gold answer (letter, number, string, LaTeX)
+        pa.field("source_file", pa.string(), nullable=False),  # repo-relative path it was read from
+        pa.field("source_row", pa.int64(), nullable=False),  # 0-based row (or example index) in that file
+    ]
+)
+
+# --- profile table (stage `tournament`, or the replay importer) ---------------
+# One row per (query_id, candidate_id).
+PROFILE_SCHEMA = pa.schema(
+    [
+        pa.field("query_id", pa.string(), nullable=False),
+        pa.field("candidate_id", pa.string(), nullable=False),
+        pa.field("task", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),
+        pa.field("correct", pa.int8(), nullable=False),  # 1 right, 0 wrong (invalid counts as wrong)
+        pa.field("invalid", pa.int8(), nullable=False),  # 1 when no answer could be extracted
+        pa.field("extracted_answer", pa.string(), nullable=True),
+        pa.field("output_text", pa.string(), nullable=True),
+        pa.field("input_tokens", pa.int64(), nullable=False),
+        pa.field("output_tokens", pa.int64(), nullable=False),
+        pa.field("batch_size", pa.int64(), nullable=False),
+        pa.field("latency_s", pa.float64(), nullable=False),  # request latency (batch window for in-process)
+        pa.field("ttft_s", pa.float64(), nullable=True),  # time to first token, where the backend gives it
+        pa.field("energy_j", pa.float64(), nullable=False),  # raw energy attributed to this row
+        pa.field("energy_net_j", pa.float64(), nullable=False),  # energy_j minus idle_power_w x attributed time
+        pa.field("idle_power_w", pa.float64(), nullable=False),  # idle power measured once per run
+        pa.field("avg_power_w", pa.float64(), nullable=False),  # window energy / window time
+        pa.field("energy_source", pa.string(), nullable=False),  # one of ENERGY_SOURCES
+        pa.field("energy_attribution", pa.string(), nullable=False),  # rule used to split a batch window
+        pa.field("window_s", pa.float64(), nullable=False),  # length of the measurement window
+        pa.field("model_id", pa.string(), nullable=False),
+        pa.field("backend", pa.string(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),  # tournament run that produced the row
+    ]
+)
+
+PROFILE_COLUMNS = tuple(PROFILE_SCHEMA.names)
+QUERY_COLUMNS = tuple(QUERY_SCHEMA.names)

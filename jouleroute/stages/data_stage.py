@@ -1,0 +1,28 @@
+"""Stage `prepare`: the query table."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from jouleroute.benchmarks import run_prepare
+from jouleroute.stages.context import StageContext
+
+logger = logging.getLogger(__name__)
+
+
+def prepare_stage(ctx: StageContext) -> pd.DataFrame:
+    # data_dir is passed repo-relative because it is recorded in each row's source_file.
+    data_dir = Path(os.path.relpath(ctx.path("data_dir"), ctx.root))
+    cwd = Path.cwd()
+    os.chdir(ctx.root)
+    try:
+        queries = run_prepare(ctx.params.prepare, data_dir, ctx.path("queries"))
+    finally:
+        os.chdir(cwd)
+    counts = queries.groupby(["task", "split"]).size().unstack(fill_value=0)
+    logger.info("queries: %d -> %s\n%s", len(queries), ctx.path("queries"), counts.to_string())
+    return queries

@@ -1,0 +1,83 @@
+"""Stage `evaluate`: build every router, route the test split, score them against the profile.
+
+Routers: the LM router (one λ-conditioned checkpoint, swept over ``evaluate.lambdas``),
+kNN / MLP / MF baselines (trained on the train split, swept over the same λ without
+retraining), random routing at the LM router's mix, and the oracle. Single candidates
+and the oracle's physical limit are computed by the evaluation library itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from jouleroute.energy import make_meter
+from jouleroute.evaluation import RouterRun, run_evaluate
+from jouleroute.routing.learned import LearnedRouter
+from jouleroute.routing.registry import build_router
+from jouleroute.routing.simple import mix_of
+from jouleroute.stages.context import StageContext
+
+logger = logging.getLogger(__name__)
+
+LEARNED_FAMILIES = ("knn", "mlp", "mf")
+
+
+def evaluate_stage(ctx: StageContext):
+    p = ctx.params
+    profile = pd.read_parquet(ctx.path("profile"))
+    queries = pd.read_parquet(ctx.path("queries"))
+    order = p.candidate_ids if p.profile_source == "tournament" else sorted(profile["candidate_id"].unique())
+    candidates = [c for c in order if c in set(profile["candidate_id"])]
+    split = p.evaluate.split
+    test_queries = queries[queries["split"] == split].sort_values("query_id").reset_index(drop=True)
+    meter = make_meter(p.energy)  # the routers' own overhead is measured with the tournament's meters
+    lambdas = list(p.evaluate.lambdas)
+    runs: list[RouterRun] = []
+
+    lm_runs = _lm_router_runs(ctx, test_queries, lambdas, meter)
+    runs += lm_runs
+    baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
+        update={"cache_dir": str(ctx.path("embedding_cache"))})})
+    for family in LEARNED_FAMILIES:
+        if family not in baselines.families:
+            continue
+        router = build_router(family, profile, queries, candidates, baselines, meter=meter)
+        assert isinstance(router, LearnedRouter)
+        scored = router.predict_scores(test_queries)
+        runs += [RouterRun(f"{family}@{lam:g}", family, lam, scored.decide(lam)) for lam in lambdas]
+    if "random" in baselines.families:
+        reference = _reference_run(lm_runs, p.router.lam)
+        mix = mix_of(reference.decisions) if reference else None
+        random_router = build_router("random", profile, queries, candidates, baselines, mix=mix)
+        runs.append(RouterRun("random", "random", None, random_router.route(test_queries)))
+    logger.info("evaluating %d router runs on %d %s queries", len(runs), len(test_queries), split)
+    result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"),
+                          tracking_uri=ctx.tracking_uri, run_tags=ctx.tags("evaluate"),
+                          experiment_name=p.tracking.experiment)
+    logger.info("evaluation written to %s", ctx.path("evaluate_dir"))
+    return result
+
+
+def _lm_router_runs(ctx: StageContext, test_queries: pd.DataFrame, lambdas: list[float], meter) -> list[RouterRun]:
+    model_dir = ctx.path("grpo_dir") / "model"
+    if not model_dir.exists():
+        logger.warning("no GRPO router at %s: the LM router is left out of the evaluation", model_dir)
+        return []
+    from jouleroute.routing.lm_router import LMRouter
+
+    router = LMRouter(model_dir, meter=meter, cfg=ctx.params.router)
+    return [RouterRun(f"lm@{lam:g}", "lm", lam, router.route(test_queries, lam=lam)) for lam in lambdas]
+
+
+def _reference_run(runs: list[RouterRun], lam: float) -> RouterRun | None:
+    """The LM router's run nearest the deployed λ: random routing copies its mix."""
+    if not runs:
+        return None
+    return min(runs, key=lambda r: abs((r.lam or 0.0) - lam))
+
+
+def lm_router_dir(ctx: StageContext) -> Path:
+    return ctx.path("grpo_dir") / "model"

@@ -1,0 +1,52 @@
+"""Stages `replay` and `import`: a profile from public or users' outcome data instead of a live tournament."""
+
+from __future__ import annotations
+
+import logging
+
+from jouleroute.profile_summary import summarize_profile, summary_table
+from jouleroute.replay import run_import, run_replay
+from jouleroute.stages import StageFailed
+from jouleroute.stages.context import StageContext, write_json
+from jouleroute.tracking import flat_params, mlflow_run
+
+logger = logging.getLogger(__name__)
+
+
+def replay_stage(ctx: StageContext) -> dict:
+    if ctx.params.replay is None:
+        raise StageFailed(f"{ctx.params_path.name} has no `replay:` section (see studies/replay/params.yaml)")
+    result = run_replay(ctx.params.replay, ctx.root, ctx.path("queries"), ctx.path("profile"))
+    _finish(ctx, "replay", result, ctx.params.replay.model_dump(mode="json"))
+    return result
+
+
+def import_stage(ctx: StageContext) -> dict:
+    if ctx.params.import_outcomes is None:
+        raise StageFailed(f"{ctx.params_path.name} has no `import_outcomes:` section (see docs/replay.md)")
+    result = run_import(ctx.params.import_outcomes, ctx.root, ctx.path("queries"), ctx.path("profile"))
+    _finish(ctx, "import", result, ctx.params.import_outcomes.model_dump(mode="json"))
+    return result
+
+
+def _finish(ctx: StageContext, stage: str, result: dict, cfg: dict) -> None:
+    import pandas as pd
+
+    profile = pd.read_parquet(ctx.path("profile"))
+    summary = summarize_profile(profile)
+    write_json(ctx.path("profile_meta"), {**result, "params_hash": ctx.params_hash, "tags": ctx.tags(stage)})
+    write_json(ctx.path("tournament_summary"), summary)
+    logger.info("%s profile: %d rows\n%s", stage, len(profile), summary_table(summary))
+    with mlflow_run(ctx.tracking_uri, ctx.params.tracking.experiment, stage, ctx.tags(stage)) as run:
+        if run is None:
+            return
+        import math
+
+        import mlflow
+
+        mlflow.log_params(flat_params(stage, {k: v for k, v in cfg.items() if k != "models"}))
+        mlflow.log_metrics({f"{c}/{k}": v for c, s in summary.items() for k, v in s.items()
+                            if isinstance(v, float) and math.isfinite(v)})
+        mlflow.set_tag("energy_sources", ",".join(sorted(profile["energy_source"].unique())))
+        mlflow.log_text(summary_table(summary), "profile_summary.md")
+        mlflow.log_dict(result, f"{stage}_result.json")

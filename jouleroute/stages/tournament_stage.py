@@ -1,0 +1,89 @@
+"""Stages `models` and `tournament`: glue between params, the library and MLflow."""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+
+import pandas as pd
+
+from jouleroute.models import run_models
+from jouleroute.profile_summary import summarize_profile, summary_table
+from jouleroute.provenance import file_sha256, git_sha, hardware, library_versions
+from jouleroute.stages.context import StageContext, write_json
+from jouleroute.tournament import TournamentInputs, run_tournament
+from jouleroute.tracking import flat_params, mlflow_run
+
+logger = logging.getLogger(__name__)
+
+
+def models_stage(ctx: StageContext) -> dict:
+    # every packaged model in `models` (the pool's and the router's base model)
+    return run_models(ctx.params.models, ctx.path("models_dir"))
+
+
+def tournament_stage(ctx: StageContext) -> pd.DataFrame:
+    p = ctx.params
+    queries = pd.read_parquet(ctx.path("queries"))
+    inputs = TournamentInputs(
+        queries=queries, pool=p.pool, models=p.models, backend=p.backend, energy=p.energy,
+        config=p.tournament, models_dir=ctx.path("models_dir"), shards_dir=ctx.path("shards_dir"),
+        profile_path=ctx.path("profile"), data_dir=ctx.path("data_dir"),
+    )
+    profile = run_tournament(inputs, run_id=uuid.uuid4().hex[:12], progress=ctx.progress)
+    summary = summarize_profile(profile)
+    meta = _run_metadata(ctx, profile)
+    write_json(ctx.path("profile_meta"), meta)
+    write_json(ctx.path("tournament_summary"), summary)
+    _log_to_mlflow(ctx, summary, meta)
+    logger.info("profile: %d rows -> %s\n%s", len(profile), ctx.path("profile"), summary_table(summary))
+    return profile
+
+
+def _run_metadata(ctx: StageContext, profile: pd.DataFrame) -> dict:
+    models_meta = {}
+    for name in sorted({c.model for c in ctx.params.pool}):
+        manifest = ctx.path("models_dir") / name / "jouleroute-model.json"
+        models_meta[name] = manifest.read_text() if manifest.exists() else ctx.params.models[name].model_dump()
+    state_file = ctx.path("shards_dir") / "state.json"
+    return {
+        "git_sha": git_sha(ctx.root),
+        "params_hash": ctx.params_hash,
+        "queries_sha256": file_sha256(ctx.path("queries")),
+        "models": models_meta,
+        "hardware": hardware(),
+        "libraries": library_versions(),
+        "backend": ctx.params.backend.model_dump(),
+        "energy": ctx.params.energy.model_dump(),
+        "run_state": state_file.read_text() if state_file.exists() else None,
+        "energy_sources": sorted(profile["energy_source"].unique()),
+        "idle_power_w": float(profile["idle_power_w"].iloc[0]) if len(profile) else None,
+        "idle_convention": "energy_j is raw window energy split by the attribution rule; "
+                           "energy_net_j subtracts idle_power_w x the row's share of the window time",
+        "rows": len(profile),
+    }
+
+
+def _log_to_mlflow(ctx: StageContext, summary: dict, meta: dict) -> None:
+    with mlflow_run(ctx.tracking_uri, ctx.params.tracking.experiment, "tournament", ctx.tags("tournament")) as run:
+        if run is None:
+            return
+        import mlflow
+
+        dump = ctx.params.model_dump(mode="json", by_alias=True)
+        params = {}
+        for section in ("prepare", "pool", "backend", "energy", "tournament"):
+            params.update(flat_params(section, dump[section]))
+        mlflow.log_params(params)
+        metrics = {}
+        for cand, stats in summary.items():
+            for key, value in stats.items():
+                if isinstance(value, float) and math.isfinite(value):
+                    metrics[f"{cand}.{key}".replace(".", "/", 1)] = value
+            mlflow.set_tag(f"energy_source.{cand}", stats["energy_source"])
+        mlflow.log_metrics(metrics)
+        mlflow.set_tag("energy_sources", ",".join(meta["energy_sources"]))
+        mlflow.log_text(summary_table(summary), "profile_summary.md")
+        mlflow.log_dict(summary, "profile_summary.json")
+        mlflow.log_dict(meta, "run_metadata.json")

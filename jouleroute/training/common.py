@@ -1,0 +1,123 @@
+"""Shared plumbing for the sft and grpo stages: seeding, devices, checkpoints, saving."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, Trainer, TrainerCallback, set_seed
+from transformers.trainer_callback import PrinterCallback
+from transformers.trainer_utils import get_last_checkpoint
+
+from jouleroute.training.config import LoraParams, Precision
+from jouleroute.training.prompts import SPEC_FILE
+
+log = logging.getLogger(__name__)
+
+CHECKPOINTS = "checkpoints"  # trainer checkpoints (resume); under out_dir
+MODEL = "model"  # final save_pretrained folder; under out_dir
+
+
+def seed_everything(seed: int) -> None:
+    """Python, NumPy and torch (CPU and CUDA) RNGs, in one call."""
+    set_seed(seed)
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' requested but torch sees no CUDA GPU; use device: auto or cpu")
+    return device
+
+
+def use_bf16(precision: Precision, device: str) -> bool:
+    """bf16 on CUDA under ``auto``; fp32 on CPU, where TRL's bf16 default fails or crawls."""
+    return precision == "bf16" or (precision == "auto" and device == "cuda")
+
+
+def load_tokenizer(model_path: str | Path, padding_side: str = "right") -> PreTrainedTokenizerBase:
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path), padding_side=padding_side)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def last_checkpoint(out_dir: Path) -> str | None:
+    """The newest ``checkpoint-N`` under ``out_dir/checkpoints``, to resume a killed run."""
+    folder = Path(out_dir) / CHECKPOINTS
+    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+
+
+def lora_config(params: LoraParams | None):
+    if params is None:
+        return None
+    from peft import LoraConfig  # peft only matters when LoRA is on
+
+    targets = params.target_modules if isinstance(params.target_modules, str) else list(params.target_modules)
+    return LoraConfig(r=params.r, lora_alpha=params.alpha, lora_dropout=params.dropout,
+                      target_modules=targets, task_type="CAUSAL_LM")
+
+
+def trainer_kwargs(cfg: Any, out_dir: Path, device: str, run_name: str) -> dict[str, Any]:
+    """TrainingArguments shared by SFT and GRPO (CPU-safe; bf16 only on CUDA under precision=auto)."""
+    return dict(
+        output_dir=str(Path(out_dir) / CHECKPOINTS),
+        run_name=run_name,
+        seed=cfg.seed,
+        learning_rate=cfg.learning_rate,
+        max_steps=cfg.max_steps,
+        logging_steps=cfg.logging_steps,
+        save_strategy="steps",
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        bf16=use_bf16(cfg.precision, device),
+        use_cpu=device == "cpu",
+        dataloader_pin_memory=False,
+        activation_checkpointing=False,  # 135M fits easily; checkpointing only costs time
+        report_to="none",  # MLflow is logged by our own callback, into the stage's named run
+        disable_tqdm=True,  # progress bars belong to the CLI layer
+        save_only_model=False,  # optimizer + RNG state are what make resume exact
+    )
+
+
+class LogLinesCallback(TrainerCallback):
+    """Trainer log lines go to this module's logger instead of stdout (library code never prints)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs:
+            shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in logs.items()
+                     if k in ("loss", "reward", "kl", "learning_rate", "epoch")
+                     or (k.startswith("rewards/") and k.endswith("/mean"))}
+            log.info("step %d: %s", state.global_step, shown)
+
+
+def quiet_trainer(trainer: Trainer) -> Trainer:
+    """Swap transformers' stdout PrinterCallback (used when tqdm is off) for logging."""
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(LogLinesCallback())
+    return trainer
+
+
+def save_final_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, spec_dir: Path) -> Path:
+    """``out_dir/model``: plain transformers weights (LoRA merged), tokenizer and router_spec.json.
+
+    Merging keeps the folder loadable by transformers and vLLM without peft.
+    """
+    target = Path(out_dir) / MODEL
+    if target.exists():
+        shutil.rmtree(target)
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model.save_pretrained(str(target))
+    tokenizer.save_pretrained(str(target))
+    shutil.copy(Path(spec_dir) / SPEC_FILE, target / SPEC_FILE)
+    return target
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    Path(path).write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))

@@ -1,0 +1,211 @@
+"""Stage ``router_data``: router datasets from the profile's TRAIN split (VAL for held-out checks).
+
+Writes to ``out_dir`` (DVC outs):
+
+* ``sft.jsonl``  TRL conversational prompt/completion rows, one per (train query, λ drawn from
+  ``lambdas``); the completion is the label the policy picks at that λ.
+* ``grpo.jsonl`` one row per train query with every candidate's correctness and energy; the grpo
+  stage crosses it with ``grpo.lambdas`` (so that grid never invalidates SFT).
+* ``val.jsonl``  VAL queries x the whole grid, with labels and per-candidate outcomes.
+* ``router_spec.json`` prompt paradigm, candidates and TRAIN-only pool statistics.
+* ``stats.json`` counts, label distributions per λ, majority labels.
+
+TEST rows are dropped on entry and never read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from jouleroute.schema import ENERGY_SOURCES
+from jouleroute.training.config import RouterDataConfig
+from jouleroute.training.prompts import CandidateStats, RouterSpec, build_prompt, completion_for
+from jouleroute.training.utility import cheapest_correct_label, utility_label
+
+log = logging.getLogger(__name__)
+
+PROFILE_NEEDS = ("query_id", "candidate_id", "task", "split", "correct", "energy_source")
+QUERY_NEEDS = ("query_id", "task", "split", "question")
+
+
+def _require(frame: pd.DataFrame, columns: tuple[str, ...], name: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{name} table lacks column(s) {missing}; it has {list(frame.columns)}")
+
+
+def _validate(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDataConfig) -> list[str]:
+    """Checks the profile rows we use; returns the candidate ids (sorted)."""
+    _require(profile, PROFILE_NEEDS + (cfg.energy_column,), "profile")
+    _require(queries, QUERY_NEEDS, "query")
+    energy = pd.to_numeric(profile[cfg.energy_column], errors="coerce")
+    checks = [
+        (~(energy.notna() & energy.between(0, float("inf"))), cfg.energy_column, "a finite number >= 0"),
+        (~profile["correct"].isin([0, 1]), "correct", "0 or 1"),
+        (~profile["energy_source"].isin(ENERGY_SOURCES), "energy_source", f"one of {ENERGY_SOURCES}"),
+    ]
+    for bad, column, expected in checks:
+        if bad.any():
+            index = bad[bad].index[0]
+            row = profile.loc[index]
+            raise ValueError(f"profile row {index} (query_id={row['query_id']}, candidate_id={row['candidate_id']}): "
+                             f"field '{column}' must be {expected}, got {row[column]!r} ({int(bad.sum())} such rows)")
+    dup = profile[profile.duplicated(["query_id", "candidate_id"], keep=False)]
+    if len(dup):
+        first = dup.iloc[0]
+        raise ValueError(f"profile has {len(dup)} duplicate (query_id, candidate_id) rows, e.g. row {dup.index[0]} "
+                         f"({first['query_id']}, {first['candidate_id']})")
+    candidates = sorted(profile["candidate_id"].unique())
+    counts = profile.groupby("query_id")["candidate_id"].nunique()
+    partial = counts[counts < len(candidates)]
+    if len(partial):
+        raise ValueError(f"{len(partial)} queries lack some candidate's profile row (rewards need all of them), "
+                         f"e.g. query_id={partial.index[0]} has {partial.iloc[0]} of {len(candidates)}")
+    sources = sorted(profile["energy_source"].unique())
+    if len(sources) > 1 and not cfg.allow_mixed_energy_sources:
+        raise ValueError(f"profile mixes energy sources {sources}; labels would compare unlike numbers. "
+                         "Set router_data.allow_mixed_energy_sources: true to accept it.")
+    known = queries.set_index("query_id")
+    missing = sorted(set(profile["query_id"]) - set(known.index))
+    if missing:
+        raise ValueError(f"{len(missing)} profile query_ids are not in the query table, e.g. {missing[0]}")
+    split_of = known["split"].reindex(profile["query_id"]).to_numpy()
+    clash = profile[profile["split"].to_numpy() != split_of]
+    if len(clash):
+        row = clash.iloc[0]
+        raise ValueError(f"profile row {clash.index[0]} (query_id={row['query_id']}): field 'split' is "
+                         f"{row['split']!r} but the query table says {known.loc[row['query_id'], 'split']!r}")
+    return candidates
+
+
+def _pool_stats(train: pd.DataFrame, energy_column: str, candidates: list[str]) -> dict[str, CandidateStats]:
+    accuracy = train.groupby(["candidate_id", "task"])["correct"].mean()
+    energy = train.groupby("candidate_id")[energy_column].mean()
+    return {
+        c: CandidateStats(
+            mean_energy_j=float(energy[c]),
+            accuracy_by_task={t: round(float(a), 4) for t, a in accuracy[c].items()},
+        )
+        for c in candidates
+    }
+
+
+def _outcomes(frame: pd.DataFrame, energy_column: str) -> dict[str, dict[str, Any]]:
+    """query_id -> {task, correct: {cid: 0|1}, energy: {cid: J}}."""
+    out: dict[str, dict[str, Any]] = {}
+    for qid, group in frame.groupby("query_id", sort=True):
+        out[str(qid)] = {
+            "task": str(group["task"].iloc[0]),
+            "correct": {str(c): int(v) for c, v in zip(group["candidate_id"], group["correct"])},
+            "energy": {str(c): float(v) for c, v in zip(group["candidate_id"], group[energy_column])},
+        }
+    return out
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDataConfig, out_dir: Path) -> dict:
+    """Build sft/grpo/val datasets, router_spec.json and stats.json in ``out_dir``; returns the stats."""
+    rng = random.Random(cfg.seed)
+    profile = profile[profile["split"].isin(["train", "val"])]  # TEST never enters this stage
+    candidates = _validate(profile, queries, cfg)
+    train = profile[profile["split"] == "train"]
+    if train.empty:
+        raise ValueError("profile has no train rows: router_data builds its datasets from the TRAIN split only")
+    train_ids = sorted(train["query_id"].unique())
+    if cfg.max_train_queries is not None and len(train_ids) > cfg.max_train_queries:
+        train_ids = sorted(rng.sample(train_ids, cfg.max_train_queries))
+        train = train[train["query_id"].isin(train_ids)]
+
+    pool = _pool_stats(train, cfg.energy_column, candidates)
+    spec = RouterSpec(candidates=candidates, paradigm=cfg.paradigm, max_question_chars=cfg.max_question_chars,
+                      energy_source=",".join(sorted(profile["energy_source"].unique())),
+                      energy_norm=cfg.energy_norm, label_policy=cfg.label_policy, pool=pool)
+    # cheapest_correct is the λ→0⁺ end of the utility curve: its label ignores λ, so the
+    # prompts state λ=0 and the λ dimension is left to GRPO.
+    grid = list(cfg.lambdas) if cfg.label_policy == "utility" else [0.0]
+    questions = queries.set_index("query_id")["question"].astype(str).to_dict()
+
+    def label(outcome: dict[str, Any], lam: float) -> str:
+        if cfg.label_policy == "utility":
+            return utility_label(outcome["correct"], outcome["energy"], lam, cfg.energy_norm, candidates)
+        task = outcome["task"]
+        task_acc = {c: pool[c].accuracy_by_task.get(task, 0.0) for c in candidates}
+        return cheapest_correct_label(outcome["correct"], outcome["energy"], candidates, cfg.fallback,
+                                      task_acc, {c: pool[c].mean_energy_j for c in candidates})
+
+    def example(qid: str, outcome: dict[str, Any], lam: float, full: bool) -> dict[str, Any]:
+        chosen = label(outcome, lam)
+        row = {"prompt": build_prompt(spec, questions[qid], outcome["task"], lam),
+               "completion": completion_for(chosen), "query_id": qid, "task": outcome["task"],
+               "lam": lam, "label": chosen}
+        if full:
+            row.update(question=questions[qid], correct_by_candidate=outcome["correct"],
+                       energy_by_candidate=outcome["energy"])
+        return row
+
+    train_outcomes = _outcomes(train, cfg.energy_column)
+    per_query = len(grid) if cfg.lambdas_per_query is None else min(cfg.lambdas_per_query, len(grid))
+    sft_rows = [example(qid, o, lam, full=False)
+                for qid, o in train_outcomes.items() for lam in sorted(rng.sample(grid, per_query))]
+    val_rows = [example(qid, o, lam, full=True)
+                for qid, o in _outcomes(profile[profile["split"] == "val"], cfg.energy_column).items()
+                for lam in grid]
+    grpo_rows = [{"query_id": qid, "task": o["task"], "question": questions[qid],
+                  "correct_by_candidate": o["correct"], "energy_by_candidate": o["energy"]}
+                 for qid, o in train_outcomes.items()]
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_jsonl(out_dir / "sft.jsonl", sft_rows)
+    _write_jsonl(out_dir / "grpo.jsonl", grpo_rows)
+    _write_jsonl(out_dir / "val.jsonl", val_rows)
+    spec.save(out_dir)
+    stats = _stats(cfg, spec, grid, train_outcomes, label, sft_rows, val_rows, grpo_rows)
+    (out_dir / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True))
+    log.info("router_data: %d sft, %d grpo, %d val rows for %d candidates",
+             len(sft_rows), len(grpo_rows), len(val_rows), len(candidates))
+    return stats
+
+
+def _stats(cfg, spec, grid, train_outcomes, label, sft_rows, val_rows, grpo_rows) -> dict[str, Any]:
+    """Label distribution and mean label energy per λ over ALL train queries (not just the drawn λ)."""
+    by_lambda: dict[str, Any] = {}
+    for lam in grid:
+        labels = [label(o, lam) for o in train_outcomes.values()]
+        counts = Counter(labels)
+        majority, top = counts.most_common(1)[0]
+        chosen = [(o["energy"][c], o["correct"][c]) for o, c in zip(train_outcomes.values(), labels)]
+        by_lambda[f"{lam:g}"] = {
+            "label_counts": dict(sorted(counts.items())),
+            "majority_label": majority,
+            "majority_share": top / len(labels),
+            "label_mean_energy_j": sum(e for e, _ in chosen) / len(chosen),
+            "label_accuracy": sum(k for _, k in chosen) / len(chosen),
+        }
+    solvable = sum(1 for o in train_outcomes.values() if any(o["correct"].values()))
+    return {
+        "candidates": spec.candidates,
+        "energy_source": spec.energy_source,
+        "energy_column": cfg.energy_column,
+        "label_policy": cfg.label_policy,
+        "paradigm": cfg.paradigm,
+        "lambdas": grid,
+        "n_train_queries": len(train_outcomes),
+        "n_train_solvable": solvable,
+        "n_sft_rows": len(sft_rows),
+        "n_grpo_rows": len(grpo_rows),
+        "n_val_rows": len(val_rows),
+        "by_lambda": by_lambda,
+    }

@@ -1,0 +1,90 @@
+"""Per-query energy normalization, utility, and the label policies built on them.
+
+The SFT labels and the GRPO rewards use the same definitions, so the label of a
+query at weight λ is exactly the candidate the GRPO reward ranks highest:
+
+    utility(c, λ) = correct(c) − λ · norm_energy(c)
+
+where ``norm_energy`` rescales the query's candidate energies to [0, 1]:
+
+* ``max``:    e / max(e)
+* ``linear``: (e − min(e)) / (max(e) − min(e))
+* ``log``:    the same min-max, on ln(max(e, 1e-9 J)); energies across a pool span orders
+              of magnitude, and ``log`` keeps the small models apart.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Mapping
+
+EnergyNorm = Literal["max", "linear", "log"]
+ENERGY_NORMS: tuple[str, ...] = ("max", "linear", "log")
+
+_LOG_FLOOR_J = 1e-9  # keeps ln() finite for a zero-energy row (e.g. a cached answer)
+
+
+def normalize_energy(energy: Mapping[str, float], mode: str) -> dict[str, float]:
+    """Map each candidate's energy for one query into [0, 1] (1 = most expensive)."""
+    if mode not in ENERGY_NORMS:
+        raise ValueError(f"unknown energy normalization '{mode}'; valid: {', '.join(ENERGY_NORMS)}")
+    if not energy:
+        return {}
+    values = {c: float(e) for c, e in energy.items()}
+    if any(math.isnan(e) or e < 0 for e in values.values()):
+        raise ValueError(f"energies must be finite and >= 0, got {values}")
+    if mode == "max":
+        top = max(values.values())
+        return {c: (e / top if top > 0 else 0.0) for c, e in values.items()}
+    if mode == "log":
+        values = {c: math.log(max(e, _LOG_FLOOR_J)) for c, e in values.items()}
+    low, high = min(values.values()), max(values.values())
+    span = high - low
+    return {c: ((e - low) / span if span > 0 else 0.0) for c, e in values.items()}
+
+
+def _energy_order(energy: Mapping[str, float], candidates: list[str]) -> dict[str, tuple[float, int]]:
+    # Ties break toward lower energy, then toward the pool's declared order: deterministic.
+    return {c: (float(energy[c]), i) for i, c in enumerate(candidates)}
+
+
+def utility_label(
+    correct: Mapping[str, int], energy: Mapping[str, float], lam: float, norm: str, candidates: list[str]
+) -> str:
+    """argmax_c correct(c) − λ · norm_energy(c); ties go to the cheaper candidate."""
+    normed = normalize_energy({c: energy[c] for c in candidates}, norm)
+    order = _energy_order(energy, candidates)
+    # Round so that float noise (e.g. 1 − 0.1·x) cannot turn a tie into a win.
+    return max(candidates, key=lambda c: (round(correct[c] - lam * normed[c], 12), -order[c][0], -order[c][1]))
+
+
+def cheapest(energy: Mapping[str, float], candidates: list[str]) -> str:
+    order = _energy_order(energy, candidates)
+    return min(candidates, key=lambda c: order[c])
+
+
+def cheapest_correct_label(
+    correct: Mapping[str, int],
+    energy: Mapping[str, float],
+    candidates: list[str],
+    fallback: str,
+    task_accuracy: Mapping[str, float] | None = None,
+    mean_energy: Mapping[str, float] | None = None,
+) -> str:
+    """Lowest-energy candidate that answered correctly; ``fallback`` when none did.
+
+    ``fallback="cheapest"``: the query's cheapest candidate (nobody gets it right, so
+    spend as little as possible). ``fallback="most_accurate_on_task"``: the candidate
+    with the best TRAIN accuracy on the query's task (ties: lower mean energy), betting
+    that the profile's miss was noise.
+    """
+    right = [c for c in candidates if correct[c]]
+    if right:
+        return cheapest(energy, right)
+    if fallback == "cheapest":
+        return cheapest(energy, candidates)
+    if fallback == "most_accurate_on_task":
+        if task_accuracy is None or mean_energy is None:
+            raise ValueError("fallback 'most_accurate_on_task' needs task_accuracy and mean_energy")
+        return max(candidates, key=lambda c: (task_accuracy.get(c, 0.0), -mean_energy[c], -candidates.index(c)))
+    raise ValueError(f"unknown fallback '{fallback}'; valid: cheapest, most_accurate_on_task")

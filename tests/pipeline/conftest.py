@@ -1,0 +1,72 @@
+"""A tiny but complete jouleroute repository: real git, DVC, MLflow (sqlite), GE and Prefect,
+with a random-weight Llama built locally instead of the packaged models (fast, no download)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def tiny_params(model_dir: Path) -> dict:
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["prepare"]["samples"] = {t: 3 for t in
+                                    ("gsm8k", "math500", "mmlu", "arc_challenge", "arc_easy", "hellaswag", "bbh")}
+    params["models"] = {"tiny": {"source": "local", "path": str(model_dir), "chat_template": True}}
+    params["pool"] = [
+        {"candidate_id": "tiny-direct", "model": "tiny", "prompt_style": "chat", "answer_style": "direct",
+         "max_new_tokens": 3, "batch_size": 8},
+        {"candidate_id": "tiny-cot", "model": "tiny", "prompt_style": "chat", "answer_style": "cot",
+         "max_new_tokens": 12, "batch_size": 8},
+        {"candidate_id": "tiny-fewshot", "model": "tiny", "prompt_style": "fewshot", "answer_style": "direct",
+         "max_new_tokens": 4, "batch_size": 8},
+    ]
+    params["energy"] = {"meter": "estimate", "idle_seconds": 0.2}
+    params["sft"] = {"base_model": "tiny", "epochs": 1.0, "max_length": 1024}
+    params["grpo"] = {**params["grpo"], "max_steps": 2, "max_completion_length": 4}
+    params["baselines"] = {"embedding": {"model": "hashing"}}
+    params["evaluate"] = {**params["evaluate"], "bootstrap_samples": 0}
+    return params
+
+
+def run(cmd: list[str], cwd: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, **kw)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
+    return done
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    from jouleroute.backends.tiny import build_tiny_llama
+
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def tiny_repo(tmp_path_factory, tiny_model) -> Path:
+    """A git + DVC repository with the project's dvc.yaml, code and data, and tiny params."""
+    root = tmp_path_factory.mktemp("repo")
+    for item in ("dvc.yaml", "jouleroute", "data/benchmarks"):
+        src = REPO / item
+        if src.is_dir():
+            shutil.copytree(src, root / item, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, root / item)
+    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(tiny_model), sort_keys=False))
+    (root / ".gitignore").write_text("/artifacts/\n/mlruns/\n__pycache__/\n")
+    run(["git", "init", "-q"], root)
+    run([str(BIN / "dvc"), "init", "-q"], root)
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-qm", "tiny"], root)
+    return root

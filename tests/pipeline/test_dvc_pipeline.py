@@ -1,0 +1,86 @@
+"""The whole pipeline under real DVC, on a tiny local model: outputs, caching, partial reruns, MLflow.
+
+The tests in this module run in order on one repository (a session fixture).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.pipeline.conftest import BIN, run
+
+pytestmark = pytest.mark.timeout(1200)
+
+STAGES = ("prepare", "models", "tournament", "validate", "router_data", "sft", "grpo", "evaluate")
+
+
+def ran(stdout: str) -> set[str]:
+    return {s for s in STAGES if f"Running stage '{s}'" in stdout}
+
+
+def edit_params(root, edit) -> None:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    edit(params)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def test_first_repro_runs_every_stage_and_writes_results(tiny_repo):
+    done = run([str(BIN / "dvc"), "repro"], tiny_repo)
+    assert ran(done.stdout) == set(STAGES)
+    queries = pd.read_parquet(tiny_repo / "artifacts/prepare/queries.parquet")
+    profile = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
+    assert set(profile["task"]) == {"gsm8k", "math500", "mmlu", "arc_challenge", "arc_easy", "hellaswag", "bbh"}
+    assert not profile.duplicated(["query_id", "candidate_id"]).any()
+    assert len(profile) == len(queries) * 3
+    assert set(profile["energy_source"]) == {"estimated"}  # no GPU, no RAPL here: labelled estimate
+    assert (profile["energy_j"] > 0).all()
+    report = json.loads((tiny_repo / "artifacts/validate/report.json").read_text())
+    assert report["success"] is True
+    assert (tiny_repo / "artifacts/grpo/model/config.json").exists()
+    metrics = json.loads((tiny_repo / "artifacts/evaluate/metrics.json").read_text())
+    assert metrics
+    for png in (tiny_repo / "artifacts/evaluate/plots").glob("*.png"):
+        assert png.stat().st_size > 5_000
+
+
+def test_mlflow_holds_tournament_training_and_evaluation_runs(tiny_repo):
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{tiny_repo / 'mlruns/mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["jouleroute"])
+    names = set(runs["tags.mlflow.runName"])
+    assert {"tournament", "sft", "grpo", "evaluate"} <= names
+    tournament = runs[runs["tags.mlflow.runName"] == "tournament"].iloc[0]
+    for metric in ("accuracy", "energy_j_mean", "energy_j_p95", "j_per_correct", "latency_s_p50", "latency_s_p95"):
+        assert f"metrics.tiny-direct/{metric}" in runs.columns, metric
+    assert tournament["tags.energy_sources"] == "estimated"
+
+
+def test_second_repro_does_nothing(tiny_repo):
+    done = run([str(BIN / "dvc"), "repro"], tiny_repo)
+    assert ran(done.stdout) == set(), done.stdout
+
+
+def test_changing_one_candidate_reruns_only_downstream_stages(tiny_repo):
+    before = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
+    edit_params(tiny_repo, lambda p: p["pool"][0].update(max_new_tokens=4))
+    done = run([str(BIN / "dvc"), "repro"], tiny_repo)
+    assert ran(done.stdout) == {"tournament", "validate", "router_data", "sft", "grpo", "evaluate"}
+    after = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
+    changed = set(after.loc[~after["run_id"].isin(set(before["run_id"])), "candidate_id"])
+    assert changed == {"tiny-direct"}  # the other candidates' shards were reused
+
+
+def test_changing_lambda_retrains_only_grpo_and_evaluation(tiny_repo):
+    edit_params(tiny_repo, lambda p: p["grpo"].update(lambdas=[0.0, 0.5, 2.0]))
+    done = run([str(BIN / "dvc"), "repro"], tiny_repo)
+    assert ran(done.stdout) == {"grpo", "evaluate"}
+
+
+def test_dvc_metrics_show_lists_headline(tiny_repo):
+    done = run([str(BIN / "dvc"), "metrics", "show"], tiny_repo)
+    assert "aiq" in done.stdout.lower()

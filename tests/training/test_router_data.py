@@ -1,0 +1,147 @@
+"""router_data: label policies on hand-made profiles, dataset formats, TRAIN-only statistics."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from conftest import ENERGY_J, toy_tables
+
+from jouleroute.training.config import RouterDataConfig
+from jouleroute.training.prompts import RouterSpec, parse_choice
+from jouleroute.training.router_data import run_router_data
+from jouleroute.training.utility import cheapest_correct_label, normalize_energy, utility_label
+
+CANDS = ["large", "mid", "small"]
+
+
+def read(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# --- label policies on single queries (hand-computed) -------------------------------
+
+def test_normalizations_by_hand():
+    energy = {"a": 2.0, "b": 4.0, "c": 8.0}
+    assert normalize_energy(energy, "max") == pytest.approx({"a": 0.25, "b": 0.5, "c": 1.0})
+    assert normalize_energy(energy, "linear") == pytest.approx({"a": 0.0, "b": 1 / 3, "c": 1.0})
+    assert normalize_energy(energy, "log") == pytest.approx({"a": 0.0, "b": 0.5, "c": 1.0})  # powers of 2
+    assert normalize_energy({"a": 3.0, "b": 3.0}, "linear") == {"a": 0.0, "b": 0.0}
+    with pytest.raises(ValueError, match="valid: max, linear, log"):
+        normalize_energy(energy, "rank")
+
+
+def test_cheapest_correct_and_its_fallbacks():
+    energy = {"small": 1.0, "mid": 5.0, "large": 20.0}
+    assert cheapest_correct_label({"small": 0, "mid": 1, "large": 1}, energy, CANDS, "cheapest") == "mid"
+    nobody = {"small": 0, "mid": 0, "large": 0}
+    assert cheapest_correct_label(nobody, energy, CANDS, "cheapest") == "small"
+    task_acc = {"small": 0.2, "mid": 0.7, "large": 0.7}  # tie on accuracy -> lower mean energy wins
+    mean_e = {"small": 1.0, "mid": 5.0, "large": 20.0}
+    assert cheapest_correct_label(nobody, energy, CANDS, "most_accurate_on_task", task_acc, mean_e) == "mid"
+
+
+def test_utility_label_moves_to_cheaper_candidates_as_lambda_rises():
+    correct = {"small": 0, "mid": 1, "large": 1}
+    energy = {"small": 1.0, "mid": 5.0, "large": 20.0}
+    # max-norm: small .05, mid .25, large 1. λ=0: mid/large tie at 1 -> cheaper mid.
+    assert utility_label(correct, energy, 0.0, "max", CANDS) == "mid"
+    # λ=1: mid 0.75, small -0.05, large 0 -> mid. λ=5: mid -0.25 < small -0.25? equal -> cheaper small
+    assert utility_label(correct, energy, 1.0, "max", CANDS) == "mid"
+    assert utility_label(correct, energy, 5.0, "max", CANDS) == "small"
+    assert utility_label({"small": 0, "mid": 0, "large": 1}, energy, 0.0, "max", CANDS) == "large"
+    assert utility_label({"small": 0, "mid": 0, "large": 1}, energy, 2.0, "max", CANDS) == "small"
+
+
+# --- the stage -----------------------------------------------------------------------
+
+def test_stage_writes_trl_datasets_from_train_only(tmp_path):
+    profile, queries = toy_tables()
+    stats = run_router_data(profile, queries, RouterDataConfig(lambdas=(0.0, 2.0), lambdas_per_query=1), tmp_path)
+    sft, grpo, val = read(tmp_path / "sft.jsonl"), read(tmp_path / "grpo.jsonl"), read(tmp_path / "val.jsonl")
+    train_ids = set(queries.loc[queries.split == "train", "query_id"])
+    assert {r["query_id"] for r in sft} == train_ids == {r["query_id"] for r in grpo}
+    assert {r["query_id"] for r in val} == set(queries.loc[queries.split == "val", "query_id"])
+    assert len(sft) == len(train_ids)  # lambdas_per_query=1
+    assert len(val) == stats["n_val_rows"] == 2 * (queries.split == "val").sum()
+    row = sft[0]
+    assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+    assert row["completion"] == [{"role": "assistant", "content": row["label"]}]
+    assert f"Energy weight: {row['lam']:g}" in row["prompt"][1]["content"]
+    assert set(grpo[0]["correct_by_candidate"]) == set(grpo[0]["energy_by_candidate"]) == set(ENERGY_J)
+    assert stats["candidates"] == CANDS and stats["energy_source"] == "estimated"
+
+
+def test_test_split_never_reaches_any_output(tmp_path):
+    profile, queries = toy_tables()
+    test_ids = set(queries.loc[queries.split == "test", "query_id"])
+    # poison the test rows: if they were read, accuracy and energy stats would change
+    poisoned = profile.copy()
+    poisoned.loc[poisoned.split == "test", "energy_j"] = 1e9
+    run_router_data(poisoned, queries, RouterDataConfig(paradigm="informed"), tmp_path)
+    text = "".join((tmp_path / name).read_text() for name in ("sft.jsonl", "grpo.jsonl", "val.jsonl"))
+    assert not any(qid in text for qid in test_ids)
+    spec = RouterSpec.load(tmp_path)
+    assert spec.pool["large"].mean_energy_j == pytest.approx(20.0)
+
+
+def test_label_energy_decreases_as_lambda_rises(tmp_path):
+    profile, queries = toy_tables()
+    stats = run_router_data(profile, queries, RouterDataConfig(lambdas=(0.0, 0.5, 2.0, 8.0)), tmp_path)
+    energies = [stats["by_lambda"][k]["label_mean_energy_j"] for k in ("0", "0.5", "2", "8")]
+    assert energies == sorted(energies, reverse=True) and energies[0] > energies[-1]
+    assert stats["by_lambda"]["0"]["label_accuracy"] == 1.0  # every toy query has a right answer
+
+
+def test_cheapest_correct_ignores_lambda_and_states_zero(tmp_path):
+    profile, queries = toy_tables()
+    cfg = RouterDataConfig(label_policy="cheapest_correct", lambdas=(0.0, 0.5, 2.0), lambdas_per_query=None)
+    stats = run_router_data(profile, queries, cfg, tmp_path)
+    sft = read(tmp_path / "sft.jsonl")
+    assert stats["lambdas"] == [0.0] and {r["lam"] for r in sft} == {0.0}
+    assert len(sft) == stats["n_train_queries"]
+    assert {r["label"] for r in sft if "hard" in r["prompt"][1]["content"]} == {"large"}
+
+
+def test_informed_prompt_carries_train_accuracy_and_energy_source(tmp_path):
+    profile, queries = toy_tables()
+    run_router_data(profile, queries, RouterDataConfig(paradigm="informed"), tmp_path)
+    user = read(tmp_path / "sft.jsonl")[0]["prompt"][1]["content"]
+    assert "Pool on" in user and "estimated" in user and "- small:" in user
+    bare = RouterDataConfig(paradigm="bare")
+    run_router_data(profile, queries, bare, tmp_path / "bare")
+    assert "Pool on" not in read(tmp_path / "bare" / "sft.jsonl")[0]["prompt"][1]["content"]
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda p, q: p.assign(energy_j=p.energy_j.where(p.index != 3, float("nan"))), "row 3 .*energy_j"),
+        (lambda p, q: p.assign(correct=p.correct.where(p.index != 5, 2)), "row 5 .*'correct'"),
+        (lambda p, q: p.drop(index=0), "lack some candidate"),
+        (lambda p, q: pd.concat([p, p.iloc[[0]]]), "duplicate"),
+        (lambda p, q: p.assign(energy_source=p.energy_source.where(p.index != 0, "measured-nvml")), "mixes"),
+        (lambda p, q: p.drop(columns=["correct"]), "lacks column"),
+    ],
+)
+def test_bad_profiles_fail_with_a_clear_message(tmp_path, mutate, message):
+    profile, queries = toy_tables()
+    with pytest.raises(ValueError, match=message):
+        run_router_data(mutate(profile, queries), queries, RouterDataConfig(), tmp_path)
+
+
+def test_query_table_must_agree_with_the_profile(tmp_path):
+    profile, queries = toy_tables()
+    moved = queries.assign(split=queries.split.where(queries.index != 0, "val"))
+    with pytest.raises(ValueError, match="field 'split'"):
+        run_router_data(profile, moved, RouterDataConfig(), tmp_path)
+    with pytest.raises(ValueError, match="not in the query table"):
+        run_router_data(profile, queries.iloc[1:], RouterDataConfig(), tmp_path)
+
+
+def test_parse_choice_is_strict():
+    assert parse_choice(" small. ", CANDS) == "small"
+    assert parse_choice([{"role": "assistant", "content": "`mid`"}], CANDS) == "mid"
+    for bad in ("small or mid", "Small", "", None, 3):
+        assert parse_choice(bad, CANDS) is None

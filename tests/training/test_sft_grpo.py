@@ -1,0 +1,133 @@
+"""SFT and GRPO smoke runs on a tiny local model: weights move, checkpoints load, MLflow records, resume works."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import toy_tables
+from transformers import AutoModelForCausalLM, TrainerCallback
+
+from jouleroute.routing.lm_router import LMRouter
+from jouleroute.training.config import GrpoConfig, LoraParams, RouterDataConfig, SftConfig
+from jouleroute.training.grpo import run_grpo
+from jouleroute.training.router_data import run_router_data
+from jouleroute.training.sft import run_sft
+
+LAMBDAS = (0.0, 2.0)
+
+
+def changed(before, after) -> bool:
+    """True when any parameter of the two saved models differs."""
+    a = AutoModelForCausalLM.from_pretrained(str(before), dtype=torch.float32).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(str(after), dtype=torch.float32).state_dict()
+    assert a.keys() == b.keys()
+    return any(not torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("router_data")
+    profile, queries = toy_tables()
+    run_router_data(profile, queries, RouterDataConfig(lambdas=LAMBDAS, lambdas_per_query=None), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sft_run(data_dir, tiny_model_dir, tracking_uri, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sft")
+    # 30 steps: enough for the tiny model to emit well-formed ids, so GRPO groups get unequal rewards
+    cfg = SftConfig(max_steps=30, batch_size=8, learning_rate=1e-2, logging_steps=10, save_steps=30,
+                    registered_model_name="router-test")
+    return out, run_sft(cfg, data_dir, tiny_model_dir, out, tracking_uri)
+
+
+@pytest.fixture(scope="module")
+def grpo_run(data_dir, sft_run, tracking_uri, tmp_path_factory):
+    out = tmp_path_factory.mktemp("grpo")
+    cfg = GrpoConfig(max_steps=3, batch_size=8, num_generations=4, logging_steps=1, save_steps=3,
+                     lambdas=LAMBDAS, learning_rate=1e-3, log_model=False)
+    return out, run_grpo(cfg, data_dir, sft_run[0], out, tracking_uri)
+
+
+def test_sft_trains_and_saves_a_loadable_router(sft_run, tiny_model_dir):
+    out, metrics = sft_run
+    assert metrics["global_step"] == 30 and metrics["resumed_from"] is None
+    assert changed(tiny_model_dir, out / "model")
+    router = LMRouter(out / "model")
+    assert router.candidates == ["large", "mid", "small"]
+    frame = toy_tables()[1].head(3)
+    assert set(router.route(frame, lam=1.0).candidate_ids) <= set(router.candidates)
+
+
+def test_grpo_moves_the_sft_weights(grpo_run, sft_run):
+    out, metrics = grpo_run
+    assert metrics["global_step"] == 3
+    assert changed(sft_run[0] / "model", out / "model")
+    rows = (out / "grpo_train.jsonl").read_text().splitlines()
+    assert len(rows) == 2 * metrics["n_prompts"] // 2 == 12 * len(LAMBDAS)
+
+
+def test_mlflow_has_named_runs_with_curves_and_the_registered_router(sft_run, grpo_run, tracking_uri):
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name("router-tests")
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    assert {"sft", "grpo"} <= set(runs)
+    sft, grpo = runs["sft"], runs["grpo"]
+    assert sft.data.tags["stage"] == "sft" and grpo.data.params["lambdas"] == "(0.0, 2.0)"
+    assert len(client.get_metric_history(sft.info.run_id, "loss")) == 3  # steps 10, 20, 30
+    for key in ("reward", "rewards/correctness/mean", "rewards/energy_penalty/mean", "rewards/format/mean",
+                "kl", "choices/small", "choices/invalid", "chosen_norm_energy/lam_0"):
+        assert key in grpo.data.metrics, key
+    shares = sum(grpo.data.metrics[f"choices/{c}"] for c in ("large", "mid", "small", "invalid"))
+    assert shares == pytest.approx(1.0)
+    versions = client.search_model_versions("name='router-test'")
+    assert len(versions) == 1 and versions[0].run_id == sft.info.run_id
+
+
+def test_registered_router_loads_and_routes_as_pyfunc(sft_run, tracking_uri):
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri)
+    model = mlflow.pyfunc.load_model("models:/router-test/1")
+    frame = toy_tables()[1].head(4).assign(lam=[0.0, 2.0, 0.0, 2.0])
+    assert set(model.predict(frame)) <= {"large", "mid", "small"}
+
+
+class KillAt(TrainerCallback):
+    """Simulates a crash (process killed) right after a given step."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise RuntimeError("simulated kill")
+
+
+class FirstStep(TrainerCallback):
+    def __init__(self):
+        self.first = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.first = self.first or state.global_step
+
+
+def test_sft_resumes_from_the_last_checkpoint_after_a_kill(data_dir, tiny_model_dir, tmp_path):
+    cfg = SftConfig(max_steps=4, batch_size=8, save_steps=2, logging_steps=2, log_model=False)
+    with pytest.raises(RuntimeError, match="simulated kill"):
+        run_sft(cfg, data_dir, tiny_model_dir, tmp_path, callbacks=[KillAt(3)])
+    assert not (tmp_path / "model").exists()
+    first = FirstStep()
+    metrics = run_sft(cfg, data_dir, tiny_model_dir, tmp_path, callbacks=[first])
+    assert metrics["resumed_from"].endswith("checkpoint-2")
+    assert first.first == 3 and metrics["global_step"] == 4  # steps 1-2 were not redone
+
+
+def test_lora_is_merged_into_plain_weights(data_dir, tiny_model_dir, tmp_path):
+    cfg = SftConfig(max_steps=2, batch_size=8, learning_rate=1e-2, save_steps=50, log_model=False,
+                    lora=LoraParams(r=4, alpha=8))
+    run_sft(cfg, data_dir, tiny_model_dir, tmp_path)
+    assert not (tmp_path / "model" / "adapter_config.json").exists()
+    assert changed(tiny_model_dir, tmp_path / "model")
