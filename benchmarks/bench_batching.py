@@ -83,6 +83,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--torch-threads", type=int, default=None, help="default: torch's (one per core)")
+    parser.add_argument("--tag", default="", help="write results/batching-<tag>.json instead of batching.json")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     meter = EstimateMeter()
@@ -118,7 +119,7 @@ def main() -> None:
             f"{single['energy_j_per_output_token']:>9} {batched['energy_j_per_output_token']:>9}"
         )
         backend.close()
-    print("wrote", write_result("batching", payload))
+    print("wrote", write_result(f"batching-{args.tag}" if args.tag else "batching", payload))
 
 
 if __name__ == "__main__":

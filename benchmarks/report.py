@@ -18,9 +18,9 @@ def conditions_line(c: dict) -> str:
     )
 
 
-def batching() -> None:
-    data = json.loads((RESULTS / "batching.json").read_text())
-    print(f"### Batching (`results/batching.json`, {data['batch_size']} queries, max_new_tokens {data['max_new_tokens']})\n")
+def batching(file_name: str = "batching.json") -> None:
+    data = json.loads((RESULTS / file_name).read_text())
+    print(f"### Batching (`results/{file_name}`, {data['batch_size']} queries, max_new_tokens {data['max_new_tokens']})\n")
     print(conditions_line(data["conditions"]) + "\n")
     print("| model | prompting | load s | batch 1 tok/s | batch 8 tok/s | speed-up | est. J/token b1 | est. J/token b8 | same text | prompt/generated token cost |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -50,8 +50,9 @@ def meter_overhead() -> None:
 
 
 if __name__ == "__main__":
-    for section in (batching, meter_overhead):
-        try:
-            section()
-        except FileNotFoundError as error:
-            print(f"(no results yet: {error.filename})\n")
+    try:
+        for path in sorted(RESULTS.glob("batching*.json")):
+            batching(path.name)
+        meter_overhead()
+    except FileNotFoundError as error:
+        print(f"(no results yet: {error.filename})\n")

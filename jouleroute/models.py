@@ -4,7 +4,10 @@ Loading a GGUF with transformers dequantizes every tensor (30-90 s on 2 cores), 
 stage does it once and writes a ``save_pretrained`` folder that loads in about a second.
 Each folder carries ``jouleroute-model.json``: the GGUF's sha256, the package and its
 version, and the transformers version. A folder whose manifest matches the installed
-package is left alone, which makes the stage idempotent.
+package is left alone, which makes the stage idempotent. "Matches" means same package,
+package version, GGUF file name, dtype and transformers version; the sha256 is recorded
+for provenance but not recomputed on every run (gemma3's GGUF would have to be assembled,
+253 MB, just to hash it), since a pinned package version fixes the file's bytes.
 """
 
 from __future__ import annotations

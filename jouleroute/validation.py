@@ -72,7 +72,9 @@ class ValidationError(Exception):
 def _read_parquet(path: Path, what: str) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"{what} not found: {path} (run the stage that writes it first)")
-    return pd.read_parquet(path)
+    # a fresh positional index: rows are reported by (query_id, candidate_id), and a file saved
+    # with a duplicated pandas index must not make one "row" stand for several
+    return pd.read_parquet(path).reset_index(drop=True)
 
 
 def _query_table(queries_path: Path) -> pd.DataFrame:

@@ -83,7 +83,8 @@ def create_app(backend: Backend, served_name: str, default_max_tokens: int = 256
         if not body.stream:
             return base | {"object": obj, "choices": [choice | {"finish_reason": result.finish_reason}], "usage": usage}
         include_usage = bool((body.stream_options or {}).get("include_usage"))
-        return StreamingResponse(_sse(base | {"object": chunk_obj}, delta, result, usage, include_usage), media_type="text/event-stream")
+        events = _sse(base | {"object": chunk_obj}, delta, result, usage, include_usage)
+        return StreamingResponse(events, media_type="text/event-stream")
 
     @app.get("/health")
     def health() -> dict:

@@ -57,15 +57,17 @@ class TransformersBackend(Backend):
         eos = config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id]
         # A row ends at the generation config's EOS or the tokenizer's, whichever comes first.
         self.eos_ids = set(eos + [self.tokenizer.eos_token_id]) - {None}
-        pad = self.tokenizer.pad_token_id
-        self.pad_id = pad if pad is not None else config.pad_token_id if config.pad_token_id is not None else min(self.eos_ids)
+        # Rows are cut at their own EOS, stop string or length before counting, so pad never reaches a result.
+        pads = [self.tokenizer.pad_token_id, config.pad_token_id, min(self.eos_ids)]
+        self.pad_id = next(p for p in pads if p is not None)
 
     def encode(self, request: GenRequest) -> list[int]:
         """Token ids of the request as the model sees them."""
         if request.messages is not None:
             if not getattr(self.tokenizer, "chat_template", None):
                 raise ValueError(
-                    f"model {self.model_id} has no chat template; send a plain `prompt` (few-shot) instead of `messages`"
+                    f"model {self.model_id} has no chat template; "
+                    "send a plain `prompt` (few-shot) instead of `messages`"
                 )
             text = self.tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, tokenize=False)
             # The template already holds any BOS token; adding special tokens again would double it.

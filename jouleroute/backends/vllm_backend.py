@@ -43,10 +43,12 @@ class VLLMBackend(Backend):
         outputs: dict[int, object] = {}
         started = time.perf_counter()
         if chat_rows:
-            done = self._llm.chat([requests[i].messages for i in chat_rows], [params[i] for i in chat_rows], use_tqdm=False)
+            conversations = [requests[i].messages for i in chat_rows]
+            done = self._llm.chat(conversations, [params[i] for i in chat_rows], use_tqdm=False)
             outputs |= dict(zip(chat_rows, done))
         if text_rows:
-            done = self._llm.generate([requests[i].prompt for i in text_rows], [params[i] for i in text_rows], use_tqdm=False)
+            prompts = [requests[i].prompt for i in text_rows]
+            done = self._llm.generate(prompts, [params[i] for i in text_rows], use_tqdm=False)
             outputs |= dict(zip(text_rows, done))
         latency_s = time.perf_counter() - started
         results = []
@@ -55,9 +57,8 @@ class VLLMBackend(Backend):
             completion = out.outputs[0]
             finish = "stop" if completion.finish_reason == "stop" else "length"
             # vLLM exposes no per-request first-token time through LLM.generate; ttft_s stays None.
-            results.append(
-                GenResult(completion.text, len(out.prompt_token_ids), len(completion.token_ids), latency_s, None, finish)
-            )
+            n_in, n_out = len(out.prompt_token_ids), len(completion.token_ids)
+            results.append(GenResult(completion.text, n_in, n_out, latency_s, None, finish))
         return results
 
     def close(self) -> None:

@@ -33,4 +33,3 @@ class EnergyConfig(StrictModel):
     min_window_s: float = Field(default=DEFAULT_MIN_WINDOW_S, ge=0)  # shorter windows are warned about
     gpu_indices: list[int] | None = None  # None: every visible GPU
     prefill_weight: float = Field(default=DEFAULT_PREFILL_WEIGHT, ge=0)
-    allow_mixed_sources: bool = False  # validate: may one profile mix energy sources?

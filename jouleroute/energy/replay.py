@@ -38,7 +38,9 @@ class ReplayMeter(Meter):
     def from_json(cls, path: Path) -> "ReplayMeter":
         """Load ``{"source", "idle_power_w", "windows": [{"time_s", "energy_j", ...}], ...}``."""
         data = json.loads(Path(path).read_text())
-        windows = [Measurement(w["time_s"], w["energy_j"], data["source"], w.get("per_device_j", {})) for w in data["windows"]]
+        windows = [
+            Measurement(w["time_s"], w["energy_j"], data["source"], w.get("per_device_j", {})) for w in data["windows"]
+        ]
         return cls(windows, data.get("idle_power_w", 0.0), data["source"], data.get("info"), data.get("power_limit_w"))
 
     def begin(self) -> int:

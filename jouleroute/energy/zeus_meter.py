@@ -49,7 +49,7 @@ class ZeusMeter(Meter):
         rapl |= {f"rapl-dram{i}": float(j) for i, j in (raw.dram_energy or {}).items()}
         energy_j = sum(per_device.values()) if self.gpu_indices else sum(rapl.values())
         self._check_window(raw.time)
-        return Measurement(time_s=float(raw.time), energy_j=energy_j, source=self.source, per_device_j=per_device | rapl)
+        return Measurement(float(raw.time), energy_j, self.source, per_device_j=per_device | rapl)
 
     def _check_window(self, time_s: float) -> None:
         if time_s >= self.min_window_s:

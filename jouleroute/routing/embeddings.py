@@ -95,7 +95,8 @@ class Embedder(ABC):
         keys = [text_key(t) for t in texts]
         missing = {k: t for k, t in zip(keys, texts) if k not in stored}
         if missing:
-            log.info("embedding %d new texts (%d cached) with %s", len(missing), len(texts) - len(missing), self.model_key)
+            cached = len(texts) - len(missing)
+            log.info("embedding %d new texts (%d cached) with %s", len(missing), cached, self.model_key)
             fresh = np.asarray(self.encode(list(missing.values())), dtype=np.float32)
             stored.update(zip(missing, fresh))
             cache.save(stored)
@@ -104,10 +105,9 @@ class Embedder(ABC):
 
 @functools.lru_cache(maxsize=2)
 def _load_sentence_transformer(model_dir: str, device: str):
-    # No hub lookups: the model is a local folder and the project runs offline.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer  # heavy import: only when a model is needed
 
+    # local_files_only: the model is a folder on disk; never ask the hub, even when online.
     return SentenceTransformer(model_dir, device=device, local_files_only=True)
 
 

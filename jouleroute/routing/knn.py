@@ -16,7 +16,6 @@ from typing import Sequence
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
-from jouleroute.energy.base import Meter
 from jouleroute.routing.embeddings import Embedder
 from jouleroute.routing.learned import LearnedRouter
 from jouleroute.routing.train_table import TrainTable
@@ -39,12 +38,10 @@ class KNNRouter(LearnedRouter):
         candidates: Sequence[str],
         embedder: Embedder,
         k: int = 20,
-        lam: float = 0.5,
-        energy_norm: str = "max",
-        meter: Meter | None = None,
-        seed: int = 0,
+        **common,
     ):
-        super().__init__(candidates, embedder, lam=lam, energy_norm=energy_norm, meter=meter, seed=seed)
+        """``common``: lam, energy_norm, meter, seed, overhead_sample (see ``LearnedRouter``)."""
+        super().__init__(candidates, embedder, **common)
         if k <= 0:
             raise ValueError(f"k must be positive, got {k}")
         self.k = k

@@ -23,7 +23,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from jouleroute.energy.base import Meter
 from jouleroute.routing.embeddings import Embedder
 from jouleroute.routing.learned import LearnedRouter
 from jouleroute.routing.torch_fit import as_targets, masked_bce, seeded, single_threaded, train_minibatch
@@ -57,12 +56,10 @@ class MFRouter(LearnedRouter):
         lr: float = 3e-3,
         weight_decay: float = 1e-5,
         batch_size: int = 256,
-        lam: float = 0.5,
-        energy_norm: str = "max",
-        meter: Meter | None = None,
-        seed: int = 0,
+        **common,
     ):
-        super().__init__(candidates, embedder, lam=lam, energy_norm=energy_norm, meter=meter, seed=seed)
+        """``common``: lam, energy_norm, meter, seed, overhead_sample (see ``LearnedRouter``)."""
+        super().__init__(candidates, embedder, **common)
         self.dim = dim
         self.train_args = dict(epochs=epochs, lr=lr, weight_decay=weight_decay, batch_size=batch_size)
         self.loss_history: list[float] = []

@@ -18,7 +18,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from jouleroute.energy.base import Meter
 from jouleroute.routing.embeddings import Embedder
 from jouleroute.routing.learned import LearnedRouter
 from jouleroute.routing.torch_fit import as_targets, masked_bce, seeded, single_threaded, train_minibatch
@@ -58,12 +57,10 @@ class MLPRouter(LearnedRouter):
         lr: float = 1e-3,
         weight_decay: float = 1e-4,
         batch_size: int = 64,
-        lam: float = 0.5,
-        energy_norm: str = "max",
-        meter: Meter | None = None,
-        seed: int = 0,
+        **common,
     ):
-        super().__init__(candidates, embedder, lam=lam, energy_norm=energy_norm, meter=meter, seed=seed)
+        """``common``: lam, energy_norm, meter, seed, overhead_sample (see ``LearnedRouter``)."""
+        super().__init__(candidates, embedder, **common)
         self.hidden_sizes = tuple(hidden_sizes)
         self.dropout = dropout
         self.train_args = dict(epochs=epochs, lr=lr, weight_decay=weight_decay, batch_size=batch_size)

@@ -45,12 +45,9 @@ def baseline_names(families: Sequence[str], candidates: Sequence[str]) -> list[s
 def _learned(
     family: str, candidates: Sequence[str], cfg: BaselinesConfig, embedder: Embedder, meter: Meter | None
 ) -> LearnedRouter:
+    own = getattr(cfg, family).model_dump()  # the family's section: knn, mlp or mf
     common = dict(lam=cfg.lam, energy_norm=cfg.energy_norm, meter=meter, seed=cfg.seed)
-    if family == "knn":
-        return KNNRouter(candidates, embedder, k=cfg.knn.k, **common)
-    if family == "mlp":
-        return MLPRouter(candidates, embedder, **cfg.mlp.model_dump(), **common)
-    return MFRouter(candidates, embedder, **cfg.mf.model_dump(), **common)
+    return ROUTER_FAMILIES[family](candidates, embedder, overhead_sample=cfg.overhead_sample, **own, **common)
 
 
 def build_router(
@@ -77,7 +74,8 @@ def build_router(
     """
     family, _, argument = name.partition(":")
     if family not in ROUTER_FAMILIES:
-        raise ValueError(f"unknown router '{name}'; valid: {', '.join(ROUTER_FAMILIES)} (always as always:<candidate_id>)")
+        valid = ", ".join(ROUTER_FAMILIES)
+        raise ValueError(f"unknown router '{name}'; valid: {valid} (always as always:<candidate_id>)")
     if family == "always":
         if not argument:
             raise ValueError(f"'always' needs a candidate: always:<candidate_id>, one of {list(candidates)}")

@@ -74,7 +74,8 @@ def build_train_table(
     bad_energy = ~np.isfinite(energy)
     if bad_energy.any():
         row = rows.index[bad_energy][0]
-        raise ValueError(f"profile row {row}: field '{energy_column}' is {rows.at[row, energy_column]}, not a finite number")
+        value = rows.at[row, energy_column]
+        raise ValueError(f"profile row {row}: field '{energy_column}' is {value}, not a finite number")
 
     sources = sorted(rows["energy_source"].astype(str).unique())
     if len(sources) > 1:

@@ -20,7 +20,11 @@ logger = logging.getLogger(__name__)
 
 def models_stage(ctx: StageContext) -> dict:
     # every packaged model in `models` (the pool's and the router's base model)
-    return run_models(ctx.params.models, ctx.path("models_dir"))
+    ctx.path("models_dir").mkdir(parents=True, exist_ok=True)  # a DVC out even when every model is external
+    result = run_models(ctx.params.models, ctx.path("models_dir"))
+    for name, info in result.items():
+        logger.info("model %s: %s (%s)", name, info.get("status"), info.get("path"))
+    return result
 
 
 def tournament_stage(ctx: StageContext) -> pd.DataFrame:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -21,11 +20,11 @@ from typing import Any, Callable, Sequence
 from transformers import TrainerCallback
 
 from jouleroute.training.common import (
-    MODEL, last_checkpoint, load_tokenizer, lora_config, quiet_trainer, resolve_device, save_final_model, seed_everything,
-    trainer_kwargs, write_json,
+    MODEL, last_checkpoint, load_tokenizer, lora_config, quiet_trainer, resolve_device, seed_everything,
+    set_threads, train_and_save, trainer_kwargs, write_json,
 )
 from jouleroute.training.config import GrpoConfig
-from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_router_model, stage_run
+from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, stage_run
 from jouleroute.training.prompts import RouterSpec, build_prompt, format_lambda, parse_choice
 from jouleroute.training.rewards import build_rewards
 from jouleroute.training.sft import read_jsonl
@@ -79,6 +78,7 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, trac
              *, callbacks: Sequence[TrainerCallback] = ()) -> dict:
     """GRPO from ``sft_dir/model`` on grpo.jsonl x ``cfg.lambdas``; saves ``out_dir/model``; returns metrics."""
     seed_everything(cfg.seed)
+    set_threads(cfg.threads)
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer  # slow import (~12 s): keep it out of module import
 
@@ -111,25 +111,14 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, trac
     params = {**cfg.model_dump(), "sft_model": str(sft_model), "n_prompts": len(rows), "device": device,
               "candidates": spec.candidates, "resumed_from": resume or ""}
     with stage_run(tracking_uri, "grpo", params, {"lambdas": ",".join(format_lambda(x) for x in cfg.lambdas)}) as mlflow:
-        trainer = quiet_trainer(GRPOTrainer(model=str(sft_model), reward_funcs=funcs, args=args,
-                              train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                              peft_config=lora_config(cfg.lora), callbacks=[MlflowMetricsCallback(mlflow), *callbacks]))
-        if resume:
-            log.info("grpo: resuming from %s", resume)
-        started = time.perf_counter()
-        result = trainer.train(resume_from_checkpoint=resume)
-        train_s = time.perf_counter() - started
-        model_dir = save_final_model(trainer.model, tokenizer, out_dir, sft_model)
-        metrics = {"train_loss": float(result.training_loss), "global_step": int(trainer.state.global_step),
-                   "train_s": train_s, "n_prompts": len(rows), "device": device, "resumed_from": resume,
-                   **_reward_trend(trainer.state.log_history)}
-        if mlflow is not None:
-            mlflow.log_metrics({"train_s": train_s})
-            mlflow.log_dict(metrics, "grpo_metrics.json")
-            if cfg.log_model:
-                metrics["model_uri"] = log_router_model(mlflow, model_dir, cfg.registered_model_name)
+        trainer = quiet_trainer(GRPOTrainer(
+            model=str(sft_model), reward_funcs=funcs, args=args, train_dataset=Dataset.from_list(rows),
+            processing_class=tokenizer, peft_config=lora_config(cfg.lora),
+            callbacks=[MlflowMetricsCallback(mlflow), *callbacks]))
+        metrics, model_dir = train_and_save(trainer, cfg, tokenizer, out_dir, sft_model, resume, mlflow, "grpo")
+        metrics.update(n_prompts=len(rows), device=device, **_reward_trend(trainer.state.log_history))
+        log_stage_end(mlflow, "grpo", metrics, model_dir, cfg)
     write_json(out_dir / "metrics.json", metrics)
-    log.info("grpo: %d steps in %.1f s", metrics["global_step"], train_s)
     return metrics
 
 

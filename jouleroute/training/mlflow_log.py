@@ -82,3 +82,13 @@ def log_router_model(mlflow_module: Any, model_dir: Path, registered_model_name:
         pip_requirements=["jouleroute"], registered_model_name=registered_model_name,
     )
     return info.model_uri
+
+
+def log_stage_end(mlflow_module: Any, stage: str, metrics: dict[str, Any], model_dir: Path, cfg: Any) -> None:
+    """Final metrics, the metrics dict as JSON, and (``cfg.log_model``) the router itself."""
+    if mlflow_module is None:
+        return
+    mlflow_module.log_metrics({"train_s": metrics["train_s"], "final_train_loss": metrics["train_loss"]})
+    mlflow_module.log_dict(metrics, f"{stage}_metrics.json")
+    if cfg.log_model:
+        metrics["model_uri"] = log_router_model(mlflow_module, model_dir, cfg.registered_model_name)

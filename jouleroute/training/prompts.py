@@ -64,10 +64,10 @@ def format_lambda(lam: float) -> str:
 
 
 def _system_message(spec: RouterSpec) -> str:
+    # Short on purpose: every prompt token costs training time on CPU.
     return (
-        "You route each query to one model of a pool. Pick the model that answers it correctly "
-        "at the lowest energy; a higher energy weight means energy matters more. "
-        f"Reply with the model id only. Models: {', '.join(spec.candidates)}."
+        "Pick the model that answers the query correctly with the least energy; a higher energy "
+        f"weight favours cheaper models. Reply with one model id: {', '.join(spec.candidates)}."
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
@@ -19,11 +18,11 @@ from typing import Any, Sequence
 from transformers import TrainerCallback
 
 from jouleroute.training.common import (
-    last_checkpoint, load_tokenizer, lora_config, quiet_trainer, resolve_device, save_final_model, seed_everything,
-    trainer_kwargs, write_json,
+    last_checkpoint, load_tokenizer, lora_config, quiet_trainer, resolve_device, seed_everything, set_threads,
+    train_and_save, trainer_kwargs, write_json,
 )
 from jouleroute.training.config import SftConfig
-from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_router_model, stage_run
+from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, stage_run
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +63,7 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
             tracking_uri: str | None = None, *, callbacks: Sequence[TrainerCallback] = ()) -> dict:
     """Fine-tune ``base_model_dir`` (a local folder or hub id) on sft.jsonl; returns metrics."""
     seed_everything(cfg.seed)
+    set_threads(cfg.threads)
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer  # slow import (~12 s): keep it out of module import
 
@@ -89,26 +89,15 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
     lengths = check_lengths(tokenizer, rows, cfg.max_length, data_dir / "sft.jsonl")
     resume = last_checkpoint(out_dir)
     labels = Counter(r.get("label") for r in rows)
-    params = {**cfg.model_dump(), "base_model": str(base_model_dir), "n_rows": len(rows), "device": device,
+    params = {**cfg.model_dump(), "base_model_dir": str(base_model_dir), "n_rows": len(rows), "device": device,
               "lambdas": sorted({r.get("lam") for r in rows}), "resumed_from": resume or ""}
     with stage_run(tracking_uri, "sft", params, {"base_model": str(base_model_dir)}) as mlflow:
-        trainer = quiet_trainer(SFTTrainer(model=str(base_model_dir), args=args, train_dataset=dataset,
-                             processing_class=tokenizer, peft_config=lora_config(cfg.lora),
-                             callbacks=[MlflowMetricsCallback(mlflow), *callbacks]))
-        if resume:
-            log.info("sft: resuming from %s", resume)
-        started = time.perf_counter()
-        result = trainer.train(resume_from_checkpoint=resume)
-        train_s = time.perf_counter() - started
-        model_dir = save_final_model(trainer.model, tokenizer, out_dir, data_dir)
-        metrics = {"train_loss": float(result.training_loss), "global_step": int(trainer.state.global_step),
-                   "train_s": train_s, "n_rows": len(rows), "device": device, "resumed_from": resume, **lengths,
-                   "label_counts": dict(sorted(labels.items(), key=lambda kv: str(kv[0])))}
-        if mlflow is not None:
-            mlflow.log_metrics({"train_s": train_s, "final_train_loss": metrics["train_loss"]})
-            mlflow.log_dict(metrics, "sft_metrics.json")
-            if cfg.log_model:
-                metrics["model_uri"] = log_router_model(mlflow, model_dir, cfg.registered_model_name)
+        trainer = quiet_trainer(SFTTrainer(
+            model=str(base_model_dir), args=args, train_dataset=dataset, processing_class=tokenizer,
+            peft_config=lora_config(cfg.lora), callbacks=[MlflowMetricsCallback(mlflow), *callbacks]))
+        metrics, model_dir = train_and_save(trainer, cfg, tokenizer, out_dir, data_dir, resume, mlflow, "sft")
+        metrics.update(n_rows=len(rows), device=device, **lengths,
+                       label_counts=dict(sorted(labels.items(), key=lambda kv: str(kv[0]))))
+        log_stage_end(mlflow, "sft", metrics, model_dir, cfg)
     write_json(out_dir / "metrics.json", metrics)
-    log.info("sft: %d steps in %.1f s, loss %.4f", metrics["global_step"], train_s, metrics["train_loss"])
     return metrics

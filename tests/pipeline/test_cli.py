@@ -42,7 +42,7 @@ def test_wrong_type_is_named(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("corruption,expected", [
-    ("duplicate", "duplicate"),
+    ("duplicate", "pair appears at most once"),
     ("negative_energy", "energy_j"),
     ("unknown_source", "energy_source"),
     ("missing_column", "latency_s"),

@@ -36,6 +36,18 @@ CFG = BaselinesConfig(
 LEARNED = ["knn", "mlp", "mf"]
 
 
+class CountingHashingEmbedder(HashingEmbedder):
+    """The hashing encoder, recording the texts it really encodes (cache misses)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.encoded: list[str] = []
+
+    def encode(self, texts):
+        self.encoded += texts
+        return super().encode(texts)
+
+
 def _tables(n_per_topic: int, split: str, offset: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     queries, rows = [], []
     for topic, (template, right) in TOPICS.items():
@@ -136,6 +148,20 @@ def test_meter_measures_uncached_overhead(family, tmp_path):
     # Training filled the cache; the measured routing pass did not read or extend it.
     cached = EmbeddingCache(tmp_path, embedder.model_key).load()
     assert len(cached) == len(TRAIN_QUERIES)
+
+
+def test_overhead_measured_on_a_sample_changes_no_decision(tmp_path):
+    embedder = CountingHashingEmbedder(cache_dir=tmp_path)
+    cfg = CFG.model_copy(update={"overhead_sample": 2})
+    meter = EstimateMeter()
+    metered = build_router("mlp", TRAIN_PROFILE, TRAIN_QUERIES, CANDIDATES, cfg, meter=meter, embedder=embedder)
+    embedder.encoded.clear()
+    scores = metered.predict_scores(TEST_QUERIES)
+    # Two test questions embedded uncached inside the window, then all nine through the cache.
+    assert len(embedder.encoded) == 2 + len(TEST_QUERIES)
+    assert scores.overhead_latency_s[0] > 0 and len(scores.overhead_latency_s) == len(TEST_QUERIES)
+    plain = build_router("mlp", TRAIN_PROFILE, TRAIN_QUERIES, CANDIDATES, cfg, embedder=HashingEmbedder())
+    assert np.array_equal(scores.p_correct, plain.predict_scores(TEST_QUERIES).p_correct)
 
 
 @pytest.mark.parametrize("family", ["mlp", "mf"])

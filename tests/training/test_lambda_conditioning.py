@@ -24,7 +24,8 @@ def test_chosen_energy_falls_as_lambda_rises_on_held_out_queries(tmp_path):
     queries = queries[queries.question.str.contains("hard")]
     profile = profile[profile.query_id.isin(queries.query_id)]
     run_router_data(profile, queries, RouterDataConfig(lambdas=(0.0, 2.0), lambdas_per_query=None), tmp_path / "data")
-    cfg = SftConfig(epochs=30, batch_size=8, learning_rate=3e-3, save_steps=10_000, logging_steps=50, log_model=False)
+    cfg = SftConfig(epochs=30, batch_size=8, learning_rate=3e-3, save_steps=10_000, logging_steps=50, log_model=False,
+                    train_last_layers=None)
     corpus = [f"A {level} question about {t}. Energy weight: 0 0.25 small mid large" for level in RIGHT for t in TOPICS]
     base = build_tiny_model(tmp_path / "base", corpus=corpus, hidden_size=64)  # 32 wide did not learn it
     run_sft(cfg, tmp_path / "data", base, tmp_path / "sft")

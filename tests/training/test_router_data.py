@@ -54,6 +54,20 @@ def test_utility_label_moves_to_cheaper_candidates_as_lambda_rises():
     assert utility_label({"small": 0, "mid": 0, "large": 1}, energy, 2.0, "max", CANDS) == "small"
 
 
+@pytest.mark.parametrize("norm", ["max", "linear", "log"])
+def test_below_lambda_one_utility_is_cheapest_correct(norm):
+    """Why the default λ grid goes above 1: below it the utility label cannot trade accuracy away."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(300):
+        correct = {c: rng.randint(0, 1) for c in CANDS}
+        energy = {c: rng.uniform(0.5, 100.0) for c in CANDS}
+        lam = rng.uniform(0.0, 1.0)
+        expected = cheapest_correct_label(correct, energy, CANDS, "cheapest")
+        assert utility_label(correct, energy, lam, norm, CANDS) == expected
+
+
 # --- the stage -----------------------------------------------------------------------
 
 def test_stage_writes_trl_datasets_from_train_only(tmp_path):

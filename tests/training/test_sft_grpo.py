@@ -37,7 +37,7 @@ def sft_run(data_dir, tiny_model_dir, tracking_uri, tmp_path_factory):
     out = tmp_path_factory.mktemp("sft")
     # 30 steps: enough for the tiny model to emit well-formed ids, so GRPO groups get unequal rewards
     cfg = SftConfig(max_steps=30, batch_size=8, learning_rate=1e-2, logging_steps=10, save_steps=30,
-                    registered_model_name="router-test")
+                    train_last_layers=None, registered_model_name="router-test")
     return out, run_sft(cfg, data_dir, tiny_model_dir, out, tracking_uri)
 
 
@@ -45,7 +45,7 @@ def sft_run(data_dir, tiny_model_dir, tracking_uri, tmp_path_factory):
 def grpo_run(data_dir, sft_run, tracking_uri, tmp_path_factory):
     out = tmp_path_factory.mktemp("grpo")
     cfg = GrpoConfig(max_steps=3, batch_size=8, num_generations=4, logging_steps=1, save_steps=3,
-                     lambdas=LAMBDAS, learning_rate=1e-3, log_model=False)
+                     lambdas=LAMBDAS, learning_rate=1e-3, log_model=False, train_last_layers=None)
     return out, run_grpo(cfg, data_dir, sft_run[0], out, tracking_uri)
 
 
@@ -123,6 +123,17 @@ def test_sft_resumes_from_the_last_checkpoint_after_a_kill(data_dir, tiny_model_
     metrics = run_sft(cfg, data_dir, tiny_model_dir, tmp_path, callbacks=[first])
     assert metrics["resumed_from"].endswith("checkpoint-2")
     assert first.first == 3 and metrics["global_step"] == 4  # steps 1-2 were not redone
+
+
+def test_only_the_top_layers_train_when_asked(data_dir, tiny_model_dir, tmp_path):
+    cfg = SftConfig(max_steps=2, batch_size=8, learning_rate=1e-2, save_steps=50, log_model=False,
+                    train_last_layers=1)
+    metrics = run_sft(cfg, data_dir, tiny_model_dir, tmp_path)
+    before = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir)).state_dict()
+    after = AutoModelForCausalLM.from_pretrained(str(tmp_path / "model")).state_dict()
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert moved and all(".layers.1." in k or k == "model.norm.weight" for k in moved)
+    assert metrics["trainable_params"] < metrics["total_params"]
 
 
 def test_lora_is_merged_into_plain_weights(data_dir, tiny_model_dir, tmp_path):
