@@ -120,7 +120,7 @@ class LogLinesCallback(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs:
-            shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in logs.items()
+            shown = {k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in logs.items()
                      if k in ("loss", "reward", "kl", "learning_rate", "epoch")
                      or (k.startswith("rewards/") and k.endswith("/mean"))}
             log.info("step %d: %s", state.global_step, shown)

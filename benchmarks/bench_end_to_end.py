@@ -1,0 +1,63 @@
+"""End-to-end wall time of the embedded-default pipeline, stage by stage.
+
+Runs `dvc repro --single-item <stage>` for each stage in order (the same commands
+`make run` runs through `dvc repro`) and records each stage's wall time and share of
+the total, so the dominant stage is named by measurement. Use `--force` to time a
+full rerun even when DVC has the results cached.
+
+    .venv/bin/python benchmarks/bench_end_to_end.py [--force]
+
+Writes benchmarks/results/end_to_end.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("prepare", "models", "tournament", "validate", "router_data", "sft", "grpo", "evaluate")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--force", action="store_true", help="rerun every stage even if cached")
+    args = parser.parse_args()
+    dvc = str(Path(sys.executable).parent / "dvc")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    timings: dict[str, float] = {}
+    load_before = os.getloadavg()[0]
+    for stage in STAGES:
+        cmd = [dvc, "repro", "--single-item", stage] + (["--force"] if args.force else [])
+        started = time.perf_counter()
+        done = subprocess.run(cmd, cwd=ROOT, env=env)
+        timings[stage] = round(time.perf_counter() - started, 1)
+        print(f"{stage:12s} {timings[stage]:8.1f} s", flush=True)
+        if done.returncode != 0:
+            print(f"stage {stage} failed", file=sys.stderr)
+            return done.returncode
+    total = sum(timings.values())
+    result = {
+        "stages_s": timings,
+        "total_s": round(total, 1),
+        "share": {k: round(v / total, 3) for k, v in timings.items()},
+        "dominant_stage": max(timings, key=timings.get),
+        "target_s": 20 * 60,
+        "ratio_to_target": round(total / (20 * 60), 3),
+        "forced": args.force,
+        "load_avg_1m_before": load_before,
+        "cpus": os.cpu_count(),
+    }
+    out = ROOT / "benchmarks/results/end_to_end.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
