@@ -25,6 +25,19 @@ def artifact_root(tracking_uri: str) -> str | None:
     return None
 
 
+def ensure_experiment(tracking_uri: str | None, experiment: str) -> None:
+    """Create ``experiment`` (artifacts beside the sqlite store) and make it the default for libraries
+    that start their own runs (TRL's trainers), through ``MLFLOW_EXPERIMENT_NAME``."""
+    if not tracking_uri:
+        return
+    import mlflow
+
+    mlflow.set_tracking_uri(ensure_store(tracking_uri))
+    if mlflow.get_experiment_by_name(experiment) is None:
+        mlflow.create_experiment(experiment, artifact_location=artifact_root(tracking_uri))
+    os.environ["MLFLOW_EXPERIMENT_NAME"] = experiment
+
+
 @contextmanager
 def mlflow_run(tracking_uri: str | None, experiment: str, run_name: str, tags: dict[str, str] | None = None,
                nested: bool = False) -> Iterator[Any]:

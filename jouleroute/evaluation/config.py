@@ -32,6 +32,8 @@ class EvaluateConfig(StrictModel):
     bootstrap_samples: int = Field(default=1000, ge=0, le=100_000)  # 0 disables confidence intervals
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
     seed: int = 0
+    # route and score a seeded sample of at most this many split queries (null = every one)
+    max_queries: int | None = Field(default=None, ge=1)
     plots: bool = True
 
     @field_validator("lambdas")

@@ -69,6 +69,8 @@ class BaselinesConfig(StrictModel):
     energy_column: Literal["energy_j", "energy_net_j"] = "energy_j"
     train_split: Literal["train", "val", "test"] = "train"
     seed: int = 0
+    # train the learned baselines on at most this many train queries (seeded sample; null = all)
+    max_train_queries: int | None = Field(default=None, ge=1)
     # With a meter: how many routed queries (seeded sample) the overhead is measured on; null = all.
     overhead_sample: int | None = Field(default=256, gt=0)
     embedding: EmbeddingConfig = EmbeddingConfig()

@@ -57,6 +57,8 @@ STAGES: dict[str, tuple[Callable[..., Any], str, str]] = {
 
 UTILITIES: dict[str, tuple[Callable[..., Any], str, str]] = {
     "where": (_lazy("where", "where_command"), "Print where the results are and how to open the UIs.", ""),
+    "study_report": (_lazy("study_report", "study_report_command"), "Write docs/replay-study.md from the evaluation.",
+                     "Reads the evaluation report of the params file's paths and writes the replay study page."),
     "flow": (_lazy("flow_command", "flow_command"), "Run the pipeline as a Prefect flow (or serve it on a cron).",
              "Runs the same stage functions as `dvc repro`, as Prefect tasks. With --cron, registers a\n"
              "deployment with that schedule; this needs a real server (`make ui-prefect`)."),

@@ -32,6 +32,7 @@ def evaluate_stage(ctx: StageContext):
     order = p.candidate_ids if p.profile_source == "tournament" else sorted(profile["candidate_id"].unique())
     candidates = [c for c in order if c in set(profile["candidate_id"])]
     split = p.evaluate.split
+    queries = _sample_split(queries, split, p.evaluate.max_queries, p.evaluate.seed)
     test_queries = queries[queries["split"] == split].sort_values("query_id").reset_index(drop=True)
     meter = make_meter(p.energy)  # the routers' own overhead is measured with the tournament's meters
     lambdas = list(p.evaluate.lambdas)
@@ -44,7 +45,8 @@ def evaluate_stage(ctx: StageContext):
     for family in LEARNED_FAMILIES:
         if family not in baselines.families:
             continue
-        router = build_router(family, profile, queries, candidates, baselines, meter=meter)
+        train_profile = _sample_train(profile, baselines.train_split, baselines.max_train_queries, baselines.seed)
+        router = build_router(family, train_profile, queries, candidates, baselines, meter=meter)
         assert isinstance(router, LearnedRouter)
         scored = router.predict_scores(test_queries)
         runs += [RouterRun(f"{family}@{lam:g}", family, lam, scored.decide(lam)) for lam in lambdas]
@@ -59,6 +61,24 @@ def evaluate_stage(ctx: StageContext):
                           experiment_name=p.tracking.experiment)
     logger.info("evaluation written to %s", ctx.path("evaluate_dir"))
     return result
+
+
+def _sample_split(queries: pd.DataFrame, split: str, limit: int | None, seed: int) -> pd.DataFrame:
+    """Keep at most ``limit`` queries of ``split`` (seeded); other splits are untouched."""
+    in_split = queries["split"] == split
+    if limit is None or in_split.sum() <= limit:
+        return queries
+    keep = queries[in_split].sample(n=limit, random_state=seed)
+    logger.info("evaluate.max_queries: scoring %d of %d %s queries (seeded sample)", limit, in_split.sum(), split)
+    return pd.concat([queries[~in_split], keep]).reset_index(drop=True)
+
+
+def _sample_train(profile: pd.DataFrame, split: str, limit: int | None, seed: int) -> pd.DataFrame:
+    ids = pd.Series(sorted(profile.loc[profile["split"] == split, "query_id"].unique()))
+    if limit is None or len(ids) <= limit:
+        return profile
+    keep = set(ids.sample(n=limit, random_state=seed))
+    return profile[(profile["split"] != split) | profile["query_id"].isin(keep)]
 
 
 def _lm_router_runs(ctx: StageContext, test_queries: pd.DataFrame, lambdas: list[float], meter) -> list[RouterRun]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from jouleroute.stages.context import StageContext, write_json
+from jouleroute.tracking import ensure_experiment
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ def base_model_dir(ctx: StageContext) -> str:
 def sft_stage(ctx: StageContext) -> dict:
     from jouleroute.training.sft import run_sft
 
+    ensure_experiment(ctx.tracking_uri, ctx.params.tracking.experiment)
     metrics = run_sft(ctx.params.sft, ctx.path("router_data_dir"), base_model_dir(ctx), ctx.path("sft_dir"),
                       tracking_uri=ctx.tracking_uri)
     write_json(ctx.path("sft_dir") / "metrics.json", metrics)
@@ -45,10 +47,43 @@ def sft_stage(ctx: StageContext) -> dict:
 def grpo_stage(ctx: StageContext) -> dict:
     from jouleroute.training.grpo import run_grpo
 
+    ensure_experiment(ctx.tracking_uri, ctx.params.tracking.experiment)
     metrics = run_grpo(ctx.params.grpo, ctx.path("router_data_dir"), ctx.path("sft_dir"), ctx.path("grpo_dir"),
                        tracking_uri=ctx.tracking_uri)
+    metrics["heldout"] = heldout_label_accuracy(ctx)
     write_json(ctx.path("grpo_dir") / "metrics.json", metrics)
     return metrics
+
+
+def heldout_label_accuracy(ctx: StageContext) -> dict:
+    """The trained router vs always choosing the majority label, on held-out (val) queries of the profile.
+
+    Val queries never enter training; the test split is left to `evaluate`.
+    """
+    from jouleroute.energy import make_meter
+    from jouleroute.routing.lm_router import LMRouter
+    from jouleroute.training.label_eval import label_accuracy, load_rows
+
+    val_path = ctx.path("router_data_dir") / "val.jsonl"
+    rows = load_rows(val_path) if val_path.exists() else []
+    if not rows:
+        logger.warning("no held-out val rows in %s: label accuracy not measured", val_path)
+        return {}
+    router = LMRouter(ctx.path("grpo_dir") / "model", meter=make_meter(ctx.params.energy), cfg=ctx.params.router)
+    result = label_accuracy(router, rows)
+    overall = result["overall"]
+    logger.info("held-out label accuracy %.3f vs majority label %.3f (per-λ majority) / %.3f (global), n=%d",
+                overall["label_accuracy"], overall["majority_accuracy"], overall["global_majority_accuracy"],
+                overall["n"])
+    if ctx.tracking_uri:
+        import mlflow
+
+        from jouleroute.tracking import mlflow_run
+
+        with mlflow_run(ctx.tracking_uri, ctx.params.tracking.experiment, "grpo-heldout", ctx.tags("grpo")):
+            mlflow.log_metrics({f"heldout/{k}": float(v) for k, v in overall.items()})
+            mlflow.log_dict(result, "heldout_label_accuracy.json")
+    return result
 
 
 def router_path(ctx: StageContext) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -54,10 +55,40 @@ def load_tokenizer(model_path: str | Path, padding_side: str = "right") -> PreTr
     return tokenizer
 
 
-def last_checkpoint(out_dir: Path) -> str | None:
-    """The newest ``checkpoint-N`` under ``out_dir/checkpoints``, to resume a killed run."""
+# Fields that do not change what is trained: editing them must not throw away checkpoints.
+_NOT_TRAINING = {"logging_steps", "save_steps", "save_total_limit", "threads", "log_model",
+                 "registered_model_name"}
+
+
+def _digest(path: Path) -> str:
+    sha = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def resume_point(out_dir: Path, cfg: Any, inputs: list[Path]) -> str | None:
+    """The newest ``checkpoint-N`` under ``out_dir/checkpoints`` to resume a killed run, if any.
+
+    Checkpoints are only reused by the same training: the config (minus logging and saving
+    knobs) and the input files are fingerprinted into ``checkpoints/run_key.json``. A DVC
+    ``persist`` out keeps old checkpoints across param changes; without this check a rerun
+    with, say, a new λ grid would "resume" a finished run and return the old model.
+    """
     folder = Path(out_dir) / CHECKPOINTS
-    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+    config = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in _NOT_TRAINING}
+    key = hashlib.sha256(json.dumps({"config": config, "inputs": [_digest(p) for p in inputs]},
+                                    sort_keys=True).encode()).hexdigest()
+    marker = folder / "run_key.json"
+    if folder.is_dir():
+        previous = json.loads(marker.read_text()).get("key") if marker.is_file() else None
+        if previous != key:
+            log.warning("%s holds checkpoints of a different config or data: starting over", folder)
+            shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"key": key, "config": config}, indent=2, sort_keys=True))
+    return get_last_checkpoint(str(folder))
 
 
 _LAYER = re.compile(r"\.layers\.(\d+)\.")

@@ -86,7 +86,8 @@ class SftConfig(_TrainParams):
     # a key of params `models` (converted by the `models` stage), a local folder, or a hub id;
     # the stage resolves it to the ``base_model_dir`` that run_sft receives
     base_model: str = "smollm2-135m"
-    learning_rate: float = Field(default=1e-4, gt=0)
+    # high because only the top layers train for ~13 steps on CPU; use ~5e-5 for full fine-tuning
+    learning_rate: float = Field(default=5e-4, gt=0)
     epochs: float = Field(default=1.0, gt=0)
     batch_size: int = Field(default=8, ge=1)
     grad_accum: int = Field(default=1, ge=1)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 from transformers import TrainerCallback
 
 from jouleroute.training.common import (
-    MODEL, last_checkpoint, load_tokenizer, lora_config, quiet_trainer, resolve_device, seed_everything,
+    MODEL, load_tokenizer, lora_config, quiet_trainer, resolve_device, resume_point, seed_everything,
     set_threads, train_and_save, trainer_kwargs, write_json,
 )
 from jouleroute.training.config import GrpoConfig
@@ -107,7 +107,7 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, trac
         log_completions=False,
     )
     tokenizer = load_tokenizer(sft_model, padding_side="left")
-    resume = last_checkpoint(out_dir)
+    resume = resume_point(out_dir, cfg, [data_dir / "grpo.jsonl", *sorted(sft_model.glob("*.safetensors"))])
     params = {**cfg.model_dump(), "sft_model": str(sft_model), "n_prompts": len(rows), "device": device,
               "candidates": spec.candidates, "resumed_from": resume or ""}
     with stage_run(tracking_uri, "grpo", params, {"lambdas": ",".join(format_lambda(x) for x in cfg.lambdas)}) as mlflow:

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from transformers import TrainerCallback
 
 from jouleroute.training.common import (
-    last_checkpoint, load_tokenizer, lora_config, quiet_trainer, resolve_device, seed_everything, set_threads,
+    load_tokenizer, lora_config, quiet_trainer, resolve_device, resume_point, seed_everything, set_threads,
     train_and_save, trainer_kwargs, write_json,
 )
 from jouleroute.training.config import SftConfig
@@ -59,6 +59,12 @@ def check_lengths(tokenizer, rows: list[dict[str, Any]], max_length: int, source
     return {"max_tokens": max(lengths), "mean_tokens": sum(lengths) / len(lengths)}
 
 
+def _weights(model: str | Path) -> list[Path]:
+    """The base model's weight files (fingerprinted for resume); none for a hub id."""
+    folder = Path(model)
+    return sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")) if folder.is_dir() else []
+
+
 def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir: Path,
             tracking_uri: str | None = None, *, callbacks: Sequence[TrainerCallback] = ()) -> dict:
     """Fine-tune ``base_model_dir`` (a local folder or hub id) on sft.jsonl; returns metrics."""
@@ -87,7 +93,7 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
     )
     tokenizer = load_tokenizer(base_model_dir)
     lengths = check_lengths(tokenizer, rows, cfg.max_length, data_dir / "sft.jsonl")
-    resume = last_checkpoint(out_dir)
+    resume = resume_point(out_dir, cfg, [data_dir / "sft.jsonl", *_weights(base_model_dir)])
     labels = Counter(r.get("label") for r in rows)
     params = {**cfg.model_dump(), "base_model_dir": str(base_model_dir), "n_rows": len(rows), "device": device,
               "lambdas": sorted({r.get("lam") for r in rows}), "resumed_from": resume or ""}

@@ -62,14 +62,17 @@ def tiny_model_dir(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "base", corpus=corpus)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def tracking_uri(tmp_path_factory):
-    """A real MLflow sqlite store, with artifacts kept inside the temp folder."""
+    """A real MLflow sqlite store, artifacts inside the temp folder; the env is restored afterwards."""
     import mlflow
 
     root = tmp_path_factory.mktemp("mlflow")
     uri = f"sqlite:///{root}/mlflow.db"
+    previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
     mlflow.create_experiment("router-tests", artifact_location=str(root / "artifacts"))
-    os.environ["MLFLOW_EXPERIMENT_NAME"] = "router-tests"
-    return uri
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_EXPERIMENT_NAME", "router-tests")
+        yield uri
+    mlflow.set_tracking_uri(previous)

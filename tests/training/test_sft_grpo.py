@@ -123,6 +123,9 @@ def test_sft_resumes_from_the_last_checkpoint_after_a_kill(data_dir, tiny_model_
     metrics = run_sft(cfg, data_dir, tiny_model_dir, tmp_path, callbacks=[first])
     assert metrics["resumed_from"].endswith("checkpoint-2")
     assert first.first == 3 and metrics["global_step"] == 4  # steps 1-2 were not redone
+    # a different training config must not pick up these checkpoints (DVC persists the folder)
+    changed_cfg = cfg.model_copy(update={"learning_rate": 2e-5, "max_steps": 2})
+    assert run_sft(changed_cfg, data_dir, tiny_model_dir, tmp_path)["resumed_from"] is None
 
 
 def test_only_the_top_layers_train_when_asked(data_dir, tiny_model_dir, tmp_path):
