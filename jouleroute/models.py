@@ -12,7 +12,6 @@ for provenance but not recomputed on every run (gemma3's GGUF would have to be a
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 
 from jouleroute.pool import ModelSpec
+from jouleroute.provenance import file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -44,11 +44,7 @@ def model_location(name: str, spec: ModelSpec, models_dir: Path) -> str:
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_sha256(Path(path))
 
 
 def _package_dir(package: str) -> Path:

@@ -16,6 +16,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, Trainer, Traine
 from transformers.trainer_callback import PrinterCallback
 from transformers.trainer_utils import get_last_checkpoint
 
+from jouleroute.provenance import file_sha256
 from jouleroute.training.config import LoraParams, Precision
 from jouleroute.training.prompts import SPEC_FILE
 
@@ -60,14 +61,6 @@ _NOT_TRAINING = {"logging_steps", "save_steps", "save_total_limit", "threads", "
                  "registered_model_name"}
 
 
-def _digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
-
-
 def resume_point(out_dir: Path, cfg: Any, inputs: list[Path]) -> str | None:
     """The newest ``checkpoint-N`` under ``out_dir/checkpoints`` to resume a killed run, if any.
 
@@ -78,7 +71,7 @@ def resume_point(out_dir: Path, cfg: Any, inputs: list[Path]) -> str | None:
     """
     folder = Path(out_dir) / CHECKPOINTS
     config = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in _NOT_TRAINING}
-    key = hashlib.sha256(json.dumps({"config": config, "inputs": [_digest(p) for p in inputs]},
+    key = hashlib.sha256(json.dumps({"config": config, "inputs": [file_sha256(Path(p)) for p in inputs]},
                                     sort_keys=True).encode()).hexdigest()
     marker = folder / "run_key.json"
     if folder.is_dir():
