@@ -56,10 +56,12 @@ def study_report_command(ctx: StageContext, args: argparse.Namespace | None = No
                      f"{'' if aiq is None else f'{aiq:.3f}'} | {'' if saved is None else f'{saved:.1f}'} | "
                      f"{'yes' if s.get('on_frontier') else 'no'} |")
     lines += ["", "## Targets", ""] + _targets(report, routers, singles, best_name, view)
+    lines += _heldout(ctx.path("grpo_dir") / "metrics.json")
     if meta:
         lines += ["", f"Replay import: {meta.get('rows', '?')} rows, {meta.get('queries', '?')} queries, "
                       f"excluded (closed, no energy reference): {meta.get('excluded_models', [])}."]
     out = ctx.root / "docs" / "replay-study.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
     return out
@@ -85,3 +87,27 @@ def _targets(report: dict, routers: dict, singles: dict, best_name: str, view: s
         out.append(f"- LM router energy-AIQ ≥ kNN's: **{'met' if lm_aiq >= knn_aiq else 'not met'}** "
                    f"(LM {lm_aiq:.3f} vs kNN {knn_aiq:.3f}).")
     return out
+
+
+def _heldout(metrics_path: Path) -> list[str]:
+    """The grpo stage's held-out (VAL) check: the router against trivial policies, per λ."""
+    if not metrics_path.exists():
+        return []
+    heldout = json.loads(metrics_path.read_text()).get("heldout") or {}
+    if not heldout.get("by_lambda"):
+        return []
+    o = heldout["overall"]
+    lines = ["", "## Held-out check (VAL split, before any test query is seen)", "",
+             f"The grpo stage routes {o['n']} (val query, λ) rows. Utility is correct − λ·normalized energy, the "
+             "quantity the labels and the GRPO reward share; the best constant is the single model with the best "
+             f"TRAIN utility at that λ. Beats every trivial policy: **{'yes' if o['beats_trivial'] else 'no'}** "
+             f"(router {o['router_utility']:.3f} vs majority {o['majority_utility']:.3f}, best constant "
+             f"{o['best_constant_utility']:.3f}, random {o['random_utility']:.3f}; oracle {o['oracle_utility']:.3f}).",
+             "", "| λ | label acc. | majority label acc. | router utility | best constant (utility) | "
+             "majority utility | oracle utility | chosen |", "|---:|---:|---:|---:|---|---:|---:|---|"]
+    for lam, s in heldout["by_lambda"].items():
+        chosen = ", ".join(f"{c} {n}" for c, n in sorted(s["chosen_counts"].items(), key=lambda kv: -kv[1]))
+        lines.append(f"| {lam} | {s['label_accuracy']:.3f} | {s['majority_accuracy']:.3f} | {s['router_utility']:.3f} | "
+                     f"{s['best_constant']} ({s['best_constant_utility']:.3f}) | {s['majority_utility']:.3f} | "
+                     f"{s['oracle_utility']:.3f} | {chosen} |")
+    return lines

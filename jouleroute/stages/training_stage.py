@@ -56,7 +56,7 @@ def grpo_stage(ctx: StageContext) -> dict:
 
 
 def heldout_label_accuracy(ctx: StageContext) -> dict:
-    """The trained router vs always choosing the majority label, on held-out (val) queries of the profile.
+    """The trained router vs trivial policies (majority label, best constant, random), on held-out (val) queries.
 
     Val queries never enter training; the test split is left to `evaluate`.
     """
@@ -70,11 +70,16 @@ def heldout_label_accuracy(ctx: StageContext) -> dict:
         logger.warning("no held-out val rows in %s: label accuracy not measured", val_path)
         return {}
     router = LMRouter(ctx.path("grpo_dir") / "model", meter=make_meter(ctx.params.energy), cfg=ctx.params.router)
-    result = label_accuracy(router, rows)
+    train_rows = load_rows(ctx.path("router_data_dir") / "grpo.jsonl")
+    result = label_accuracy(router, rows, energy_norm=ctx.params.grpo.energy_norm, train_rows=train_rows)
     overall = result["overall"]
     logger.info("held-out label accuracy %.3f vs majority label %.3f (per-λ majority) / %.3f (global), n=%d",
                 overall["label_accuracy"], overall["majority_accuracy"], overall["global_majority_accuracy"],
                 overall["n"])
+    logger.info("held-out utility: router %.3f; majority %.3f, best constant %.3f, random %.3f; oracle %.3f "
+                "(beats trivial: %s)", overall["router_utility"], overall["majority_utility"],
+                overall["best_constant_utility"], overall["random_utility"], overall["oracle_utility"],
+                overall["beats_trivial"])
     if ctx.tracking_uri:
         import mlflow
 

@@ -30,20 +30,24 @@ def _check_lambdas(values: tuple[float, ...]) -> tuple[float, ...]:
 class RouterDataConfig(StrictModel):
     """How router datasets are built from the TRAIN (and VAL) split of the profile."""
 
-    label_policy: Literal["utility", "cheapest_correct"] = "utility"
+    label_policy: Literal["utility", "expected_utility", "cheapest_correct"] = "expected_utility"
+    # expected_utility only: pseudo-counts of the task-accuracy prior (0 = the utility label)
+    prior_strength: float = Field(default=4.0, ge=0)
     # when no candidate was right (cheapest_correct only)
     fallback: Literal["cheapest", "most_accurate_on_task"] = "cheapest"
     paradigm: Literal["bare", "informed"] = "bare"
     # SFT λ grid; with label_policy=cheapest_correct the label ignores λ and only 0 is used.
-    # For λ < 1 the utility label is always the cheapest correct candidate (a right answer
-    # scores >= 1 - λ > 0, a wrong one <= 0), so the trade-off lives above 1.
-    lambdas: tuple[float, ...] = (0.0, 2.0, 4.0, 8.0, 16.0)
+    # expected_utility trades between 0 and ~2; the 0/1 utility label only moves above 1
+    # (a right answer scores >= 1 - λ > 0, a wrong one <= 0): give it a grid like (0, 2, 4, 8, 16).
+    lambdas: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0)
     # λ values drawn per train query for SFT (null: the whole grid); bounds SFT cost
     lambdas_per_query: int | None = Field(default=1, ge=1)
     energy_norm: EnergyNorm = "max"
     energy_column: Literal["energy_j", "energy_net_j"] = "energy_j"
     max_question_chars: int = Field(default=200, ge=20)  # head + tail kept, middle cut
     max_train_queries: int | None = Field(default=None, ge=1)  # subsample (seeded) for budget
+    # held-out (val) queries kept for the grpo stage's check; each costs one routing per λ
+    max_val_queries: int | None = Field(default=None, ge=1)
     allow_mixed_energy_sources: bool = False
     seed: int = 0
 
@@ -101,7 +105,7 @@ class GrpoConfig(_TrainParams):
     max_steps: int = Field(default=12, ge=1)
     logging_steps: int = Field(default=2, ge=1)
     save_steps: int = Field(default=4, ge=1)
-    lambdas: tuple[float, ...] = (0.0, 2.0, 4.0, 8.0, 16.0)  # see RouterDataConfig.lambdas
+    lambdas: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0)  # see RouterDataConfig.lambdas
     rewards: dict[str, float] = {"correctness": 1.0, "energy_penalty": 1.0, "format": 0.5}
     energy_norm: EnergyNorm = "max"
     num_generations: int = Field(default=4, ge=2)

@@ -27,7 +27,7 @@ import pandas as pd
 from jouleroute.schema import ENERGY_SOURCES
 from jouleroute.training.config import RouterDataConfig
 from jouleroute.training.prompts import CandidateStats, RouterSpec, build_prompt, completion_for
-from jouleroute.training.utility import cheapest_correct_label, utility_label
+from jouleroute.training.utility import cheapest_correct_label, expected_utility_label, utility_label
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +97,31 @@ def _pool_stats(train: pd.DataFrame, energy_column: str, candidates: list[str]) 
     }
 
 
-def _outcomes(frame: pd.DataFrame, energy_column: str) -> dict[str, dict[str, Any]]:
-    """query_id -> {task, correct: {cid: 0|1}, energy: {cid: J}}."""
+def _outcomes(frame: pd.DataFrame, energy_column: str, train: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """query_id -> {task, correct: {cid: 0|1}, energy: {cid: J}, prior: {cid: task accuracy}}.
+
+    ``prior`` is each candidate's TRAIN accuracy on the query's task, leaving the query
+    itself out when it is a train query (its own outcome is counted once, not twice); a
+    task with no other train query falls back to the candidate's overall train accuracy.
+    """
+    hits = train.groupby(["task", "candidate_id"])["correct"].agg(["sum", "count"])
+    overall = train.groupby("candidate_id")["correct"].mean()
+    train_ids = set(train["query_id"])
     out: dict[str, dict[str, Any]] = {}
     for qid, group in frame.groupby("query_id", sort=True):
+        task = str(group["task"].iloc[0])
+        correct = {str(c): int(v) for c, v in zip(group["candidate_id"], group["correct"])}
+        prior = {}
+        for cid, own in correct.items():
+            total, count = hits.loc[(task, cid)] if (task, cid) in hits.index else (0, 0)
+            if qid in train_ids:
+                total, count = total - own, count - 1
+            prior[cid] = float(total / count) if count > 0 else float(overall.get(cid, 0.0))
         out[str(qid)] = {
-            "task": str(group["task"].iloc[0]),
-            "correct": {str(c): int(v) for c, v in zip(group["candidate_id"], group["correct"])},
+            "task": task,
+            "correct": correct,
             "energy": {str(c): float(v) for c, v in zip(group["candidate_id"], group[energy_column])},
+            "prior": prior,
         }
     return out
 
@@ -134,12 +151,15 @@ def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDat
                       energy_norm=cfg.energy_norm, label_policy=cfg.label_policy, pool=pool)
     # cheapest_correct is the λ→0⁺ end of the utility curve: its label ignores λ, so the
     # prompts state λ=0 and the λ dimension is left to GRPO.
-    grid = list(cfg.lambdas) if cfg.label_policy == "utility" else [0.0]
+    grid = list(cfg.lambdas) if cfg.label_policy != "cheapest_correct" else [0.0]
     questions = queries.set_index("query_id")["question"].astype(str).to_dict()
 
     def label(outcome: dict[str, Any], lam: float) -> str:
         if cfg.label_policy == "utility":
             return utility_label(outcome["correct"], outcome["energy"], lam, cfg.energy_norm, candidates)
+        if cfg.label_policy == "expected_utility":
+            return expected_utility_label(outcome["correct"], outcome["energy"], lam, cfg.energy_norm, candidates,
+                                          outcome["prior"], cfg.prior_strength)
         task = outcome["task"]
         task_acc = {c: pool[c].accuracy_by_task.get(task, 0.0) for c in candidates}
         return cheapest_correct_label(outcome["correct"], outcome["energy"], candidates, cfg.fallback,
@@ -155,13 +175,16 @@ def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDat
                        energy_by_candidate=outcome["energy"])
         return row
 
-    train_outcomes = _outcomes(train, cfg.energy_column)
+    train_outcomes = _outcomes(train, cfg.energy_column, train)
     per_query = len(grid) if cfg.lambdas_per_query is None else min(cfg.lambdas_per_query, len(grid))
     sft_rows = [example(qid, o, lam, full=False)
                 for qid, o in train_outcomes.items() for lam in sorted(rng.sample(grid, per_query))]
+    val = profile[profile["split"] == "val"]
+    val_ids = sorted(val["query_id"].unique())
+    if cfg.max_val_queries is not None and len(val_ids) > cfg.max_val_queries:
+        val = val[val["query_id"].isin(rng.sample(val_ids, cfg.max_val_queries))]
     val_rows = [example(qid, o, lam, full=True)
-                for qid, o in _outcomes(profile[profile["split"] == "val"], cfg.energy_column).items()
-                for lam in grid]
+                for qid, o in _outcomes(val, cfg.energy_column, train).items() for lam in grid]
     grpo_rows = [{"query_id": qid, "task": o["task"], "question": questions[qid],
                   "correct_by_candidate": o["correct"], "energy_by_candidate": o["energy"]}
                  for qid, o in train_outcomes.items()]

@@ -58,6 +58,37 @@ def utility_label(
     return max(candidates, key=lambda c: (round(correct[c] - lam * normed[c], 12), -order[c][0], -order[c][1]))
 
 
+def expected_utility_label(
+    correct: Mapping[str, int],
+    energy: Mapping[str, float],
+    lam: float,
+    norm: str,
+    candidates: list[str],
+    prior: Mapping[str, float],
+    prior_strength: float,
+) -> str:
+    """argmax_c p̂(c) − λ · norm_energy(c), with p̂ the query's own outcome shrunk toward a prior.
+
+    ``p̂(c) = (correct(c) + k · prior(c)) / (1 + k)``: the posterior mean of a Beta prior with
+    ``k = prior_strength`` pseudo-observations centred on ``prior(c)`` (the candidate's TRAIN
+    accuracy on the query's task) after one observation. One observation is a noisy estimate
+    of whether c answers this kind of query: ``utility_label`` (k = 0) trusts it fully and
+    labels "cheapest correct", which a router cannot predict on unseen queries; as k grows
+    the label moves toward the candidate a router *can* predict, the task's best trade-off.
+    Unlike the 0/1 utility, p̂ is continuous, so the label moves with λ below 1 too.
+    """
+    if prior_strength < 0:
+        raise ValueError(f"prior_strength must be >= 0, got {prior_strength}")
+    normed = normalize_energy({c: energy[c] for c in candidates}, norm)
+    order = _energy_order(energy, candidates)
+    k = float(prior_strength)
+
+    def score(c: str) -> float:
+        return (float(correct[c]) + k * float(prior[c])) / (1.0 + k) - lam * normed[c]
+
+    return max(candidates, key=lambda c: (round(score(c), 12), -order[c][0], -order[c][1]))
+
+
 def cheapest(energy: Mapping[str, float], candidates: list[str]) -> str:
     order = _energy_order(energy, candidates)
     return min(candidates, key=lambda c: order[c])

@@ -55,6 +55,19 @@ def test_first_repro_runs_every_stage_and_writes_results(tiny_repo):
         assert png.stat().st_size > 5_000
 
 
+def test_study_report_is_generated_from_the_run(tiny_repo):
+    """The report writer behind docs/replay-study.md, on this run's real evaluate + grpo outputs."""
+    run([str(BIN / "jouleroute"), "study_report"], tiny_repo)
+    text = (tiny_repo / "docs/replay-study.md").read_text()
+    report = json.loads((tiny_repo / "artifacts/evaluate/report.json").read_text())
+    for name in report["singles"]:
+        assert f"| {name} |" in text
+    assert "**oracle**" in text and "## Targets" in text
+    assert "Every energy figure here is `estimated`" in text  # the profile's own label, not a typed one
+    heldout = json.loads((tiny_repo / "artifacts/grpo/metrics.json").read_text())["heldout"]
+    assert "## Held-out check" in text and f"routes {heldout['overall']['n']} (val query, λ) rows" in text
+
+
 def test_mlflow_holds_tournament_training_and_evaluation_runs(tiny_repo):
     import mlflow
 

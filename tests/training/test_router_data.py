@@ -11,7 +11,12 @@ from conftest import ENERGY_J, toy_tables
 from jouleroute.training.config import RouterDataConfig
 from jouleroute.training.prompts import RouterSpec, parse_choice
 from jouleroute.training.router_data import run_router_data
-from jouleroute.training.utility import cheapest_correct_label, normalize_energy, utility_label
+from jouleroute.training.utility import (
+    cheapest_correct_label,
+    expected_utility_label,
+    normalize_energy,
+    utility_label,
+)
 
 CANDS = ["large", "mid", "small"]
 
@@ -66,6 +71,44 @@ def test_below_lambda_one_utility_is_cheapest_correct(norm):
         lam = rng.uniform(0.0, 1.0)
         expected = cheapest_correct_label(correct, energy, CANDS, "cheapest")
         assert utility_label(correct, energy, lam, norm, CANDS) == expected
+
+
+def test_expected_utility_shrinks_the_outcome_toward_the_task_prior():
+    energy = {"small": 1.0, "mid": 5.0, "large": 20.0}  # max-norm: .05, .25, 1
+    prior = {"small": 0.3, "mid": 0.5, "large": 0.9}
+    only_small = {"small": 1, "mid": 0, "large": 0}
+    # k=0 is the utility label: small was right, so small
+    assert expected_utility_label(only_small, energy, 0.0, "max", CANDS, prior, 0.0) == "small"
+    # k=4, λ=0: small (1 + 4·.3)/5 = .44, mid 2/5 = .40, large 3.6/5 = .72 -> large
+    assert expected_utility_label(only_small, energy, 0.0, "max", CANDS, prior, 4.0) == "large"
+    # k=4, λ=0.5: small .44 - .025 = .415, mid .40 - .125 = .275, large .72 - .5 = .22 -> small
+    assert expected_utility_label(only_small, energy, 0.5, "max", CANDS, prior, 4.0) == "small"
+    # below λ=1 the label moves with λ (the 0/1 utility label cannot): nobody right, k=1
+    nobody = {"small": 0, "mid": 0, "large": 0}
+    # λ=0: .15 / .25 / .45 -> large; λ=0.3: .135 / .175 / .15 -> mid
+    assert expected_utility_label(nobody, energy, 0.0, "max", CANDS, prior, 1.0) == "large"
+    assert expected_utility_label(nobody, energy, 0.3, "max", CANDS, prior, 1.0) == "mid"
+    with pytest.raises(ValueError, match="prior_strength"):
+        expected_utility_label(nobody, energy, 0.0, "max", CANDS, prior, -1.0)
+
+
+def test_expected_utility_stage_uses_leave_one_out_train_priors(tmp_path):
+    profile, queries = toy_tables({"train": 2, "val": 1, "test": 1})
+    # make one train 'hard' query unanswered by everyone: its prior must not count itself
+    hard = profile["query_id"] == "toy/train-hard-0"
+    profile.loc[hard, "correct"] = 0
+    cfg = RouterDataConfig(label_policy="expected_utility", prior_strength=1e6, lambdas=(0.0,), lambdas_per_query=None)
+    run_router_data(profile, queries, cfg, tmp_path)
+    rows = {r["query_id"]: r for r in read(tmp_path / "sft.jsonl")}
+    # the task 'arith' (k even) train queries: easy-0, medium-0, hard-0. Leaving hard-0 out,
+    # every candidate's prior comes from easy-0 and medium-0: small .5, mid 1, large 1 -> mid
+    assert rows["toy/train-hard-0"]["label"] == "mid"
+    val = {(r["query_id"], r["lam"]): r for r in read(tmp_path / "val.jsonl")}
+    # val priors use every train query of the task: small 1/3, mid 2/3, large 2/3; the tie
+    # between mid and large is broken by the query's own outcome (only large was right)
+    assert val[("toy/val-hard-0", 0.0)]["label"] == "large"
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["label_policy"] == "expected_utility" and stats["lambdas"] == [0.0]
 
 
 # --- the stage -----------------------------------------------------------------------
@@ -159,3 +202,13 @@ def test_parse_choice_is_strict():
     assert parse_choice([{"role": "assistant", "content": "`mid`"}], CANDS) == "mid"
     for bad in ("small or mid", "Small", "", None, 3):
         assert parse_choice(bad, CANDS) is None
+
+
+def test_val_queries_can_be_capped_without_touching_the_training_rows(tmp_path):
+    profile, queries = toy_tables({"train": 4, "val": 4, "test": 1})
+    run_router_data(profile, queries, RouterDataConfig(), tmp_path / "all")
+    run_router_data(profile, queries, RouterDataConfig(max_val_queries=5), tmp_path / "capped")
+    capped = read(tmp_path / "capped" / "val.jsonl")
+    assert len({r["query_id"] for r in capped}) == 5
+    assert len({r["query_id"] for r in read(tmp_path / "all" / "val.jsonl")}) == 12
+    assert read(tmp_path / "capped" / "sft.jsonl") == read(tmp_path / "all" / "sft.jsonl")
