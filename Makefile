@@ -20,7 +20,7 @@ export DO_NOT_TRACK := 1
 export TOKENIZERS_PARALLELISM := false
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run test test-all bench ui-mlflow ui-prefect clean
+.PHONY: setup run study test test-all bench ui-mlflow ui-prefect clean
 
 # (Re)install when pyproject.toml changes. torch==2.13.0 goes first: it is the CPU
 # wheel on disk, and anything that depends on torch would otherwise pull a CUDA build.
@@ -39,6 +39,11 @@ setup: $(STAMP)
 run: setup
 	$(BIN)/dvc repro
 	@$(BIN)/jouleroute where
+
+# The replay study (README "Replay study"): RouterBench outcomes, modelled energy.
+study: setup
+	$(BIN)/dvc repro studies/replay/dvc.yaml
+	@$(BIN)/jouleroute --params studies/replay/params.yaml where
 
 # The default suite: unit + integration tests with real Prefect, MLflow, DVC, GE and
 # tiny local models. `make test-all` adds the slow real-model tests.
