@@ -25,7 +25,7 @@ from transformers import AutoModelForCausalLM
 from jouleroute.energy.base import Measurement, Meter
 from jouleroute.routing.base import Router, RoutingDecisions
 from jouleroute.routing.lm_decoding import CandidateTrie, candidate_token_ids, constrained_choices
-from jouleroute.training.common import load_tokenizer, resolve_device, use_bf16
+from jouleroute.training.common import load_tokenizer, resolve_device, set_threads, use_bf16
 from jouleroute.training.config import RouterConfig
 from jouleroute.training.prompts import RouterSpec, build_prompt
 
@@ -43,6 +43,7 @@ class LMRouter(Router):
         self.spec = RouterSpec.load(self.model_dir)
         super().__init__(self.spec.candidates)
         self.meter = meter
+        set_threads(self.cfg.threads)  # process-wide, like the trainers' `threads`
         device = resolve_device(self.cfg.device)
         dtype = torch.bfloat16 if use_bf16(self.cfg.precision, device) else torch.float32
         self.tokenizer = load_tokenizer(self.model_dir, padding_side="left")

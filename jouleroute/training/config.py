@@ -151,4 +151,7 @@ class RouterConfig(StrictModel):
     overhead_split: Literal["even", "tokens"] = "tokens"
     device: Device = "auto"
     precision: Precision = "auto"
+    # torch CPU threads while routing (null: torch's default). On a 2-core box shared with
+    # another job two threads made CPU generation slower than one (benchmarks/README.md).
+    threads: int | None = Field(default=None, ge=1)
 
