@@ -64,7 +64,7 @@ def _utilities(correct: Mapping[str, Any], energy: Mapping[str, Any], lam: float
 
 
 def _best_constant(rows: Sequence[Mapping[str, Any]], lam: float, norm: str) -> str:
-    """The candidate with the highest mean utility over ``rows`` (ties: declared order)."""
+    """The candidate with the highest mean utility over ``rows`` (ties: the alphabetically first id)."""
     totals: dict[str, float] = defaultdict(float)
     for row in rows:
         for cid, value in _utilities(_table(row["correct_by_candidate"]), _table(row["energy_by_candidate"]),
