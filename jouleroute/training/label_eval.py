@@ -44,7 +44,7 @@ import pandas as pd
 
 from jouleroute.routing.base import Router
 from jouleroute.training.prompts import format_lambda
-from jouleroute.training.utility import normalize_energy
+from jouleroute.training.utility import utilities
 
 TRIVIAL_POLICIES = ("majority_utility", "best_constant_utility", "random_utility")
 
@@ -58,16 +58,11 @@ def load_rows(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def _utilities(correct: Mapping[str, Any], energy: Mapping[str, Any], lam: float, norm: str) -> dict[str, float]:
-    normed = normalize_energy({c: float(e) for c, e in energy.items()}, norm)
-    return {c: float(correct[c]) - lam * normed[c] for c in normed}
-
-
 def _best_constant(rows: Sequence[Mapping[str, Any]], lam: float, norm: str) -> str:
     """The candidate with the highest mean utility over ``rows`` (ties: the alphabetically first id)."""
     totals: dict[str, float] = defaultdict(float)
     for row in rows:
-        for cid, value in _utilities(_table(row["correct_by_candidate"]), _table(row["energy_by_candidate"]),
+        for cid, value in utilities(_table(row["correct_by_candidate"]), _table(row["energy_by_candidate"]),
                                      lam, norm).items():
             totals[cid] += value
     return max(sorted(totals), key=lambda c: totals[c])
@@ -92,7 +87,7 @@ def label_accuracy(router: Router, val_rows: Sequence[Mapping[str, Any]] | pd.Da
         correct = [_table(t) for t in group["correct_by_candidate"]]
         energy = [_table(t) for t in group["energy_by_candidate"]]
         n = len(labels)
-        utils = [_utilities(c, e, float(lam), energy_norm) for c, e in zip(correct, energy)]
+        utils = [utilities(c, e, float(lam), energy_norm) for c, e in zip(correct, energy)]
         constant = _best_constant(train_rows if train_rows else group.to_dict("records"), float(lam), energy_norm)
         stats = {
             "n": n,

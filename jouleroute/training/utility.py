@@ -48,14 +48,20 @@ def _energy_order(energy: Mapping[str, float], candidates: list[str]) -> dict[st
     return {c: (float(energy[c]), i) for i, c in enumerate(candidates)}
 
 
+def utilities(correct: Mapping[str, float], energy: Mapping[str, float], lam: float, norm: str) -> dict[str, float]:
+    """correct(c) − λ · norm_energy(c) for every candidate of one query."""
+    normed = normalize_energy({c: float(e) for c, e in energy.items()}, norm)
+    return {c: float(correct[c]) - lam * normed[c] for c in normed}
+
+
 def utility_label(
     correct: Mapping[str, int], energy: Mapping[str, float], lam: float, norm: str, candidates: list[str]
 ) -> str:
     """argmax_c correct(c) − λ · norm_energy(c); ties go to the cheaper candidate."""
-    normed = normalize_energy({c: energy[c] for c in candidates}, norm)
+    scores = utilities(correct, {c: energy[c] for c in candidates}, lam, norm)
     order = _energy_order(energy, candidates)
     # Round so that float noise (e.g. 1 − 0.1·x) cannot turn a tie into a win.
-    return max(candidates, key=lambda c: (round(correct[c] - lam * normed[c], 12), -order[c][0], -order[c][1]))
+    return max(candidates, key=lambda c: (round(scores[c], 12), -order[c][0], -order[c][1]))
 
 
 def expected_utility_label(
