@@ -17,7 +17,8 @@ from jouleroute.replay.config import ImportConfig, ReplayConfig
 from jouleroute.routing.config import BaselinesConfig
 from jouleroute.strict import StrictModel
 from jouleroute.tournament import TournamentConfig
-from jouleroute.training.config import GrpoConfig, RouterConfig, RouterDataConfig, SftConfig
+from jouleroute.routing.lm_config import RouterConfig
+from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.validation import ValidateConfig
 
 
@@ -59,6 +60,19 @@ class Params(StrictModel):
         for i, cand in enumerate(self.pool):
             if cand.model not in self.models:
                 raise ValueError(f"pool.{i}.model: '{cand.model}' is not a key of `models` ({sorted(self.models)})")
+        return self
+
+    @model_validator(mode="after")
+    def _lambda_grids_fit(self) -> "Params":
+        """GRPO and evaluation may only use λ the router was trained for (router_data.lambdas)."""
+        low, high = min(self.router_data.lambdas), max(self.router_data.lambdas)
+        grids = {"grpo.lambdas": self.grpo.lambdas or (), "evaluate.lambdas": self.evaluate.lambdas,
+                 "router.lam": (self.router.lam,)}
+        for name, grid in grids.items():
+            outside = [x for x in grid if not low - 1e-12 <= x <= high + 1e-12]
+            if outside:
+                raise ValueError(f"{name}: {outside} lie outside the router's trained range [{low:g}, {high:g}] "
+                                 f"(router_data.lambdas); widen router_data.lambdas or narrow {name}")
         return self
 
     @property

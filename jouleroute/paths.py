@@ -23,6 +23,7 @@ class PathsConfig(StrictModel):
     grpo_dir: str = "artifacts/grpo"
     evaluate_dir: str = "artifacts/evaluate"
     embedding_cache: str = "artifacts/cache/embeddings"
+    trunk_cache: str = "artifacts/cache/trunk"  # router trunk features (training only; safe to delete)
     mlflow_db: str = "mlruns/mlflow.db"
 
     def resolve(self, name: str, root: Path) -> Path:

@@ -9,7 +9,8 @@ from pydantic import Field, field_validator
 
 from jouleroute.strict import StrictModel
 
-DEFAULT_LAMBDAS = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+# inside the router's default trained grid (router_data.lambdas: 0..2); params validation checks it
+DEFAULT_LAMBDAS = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 
 class EvaluateConfig(StrictModel):

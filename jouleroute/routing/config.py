@@ -73,6 +73,9 @@ class BaselinesConfig(StrictModel):
     max_train_queries: int | None = Field(default=None, ge=1)
     # With a meter: how many routed queries (seeded sample) the overhead is measured on; null = all.
     overhead_sample: int | None = Field(default=256, gt=0)
+    # Embed questions without the text all train prompts of their task share (few-shot block,
+    # instruction line): an encoder that truncates would otherwise see one vector per task.
+    strip_scaffold: bool = True
     embedding: EmbeddingConfig = EmbeddingConfig()
     knn: KNNConfig = KNNConfig()
     mlp: MLPConfig = MLPConfig()

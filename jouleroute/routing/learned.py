@@ -2,8 +2,9 @@
 
 A subclass only says how to fit on embedded training queries and how to predict
 ``p_correct`` and ``energy_j`` for new ones. Everything else is here: building
-the training table, the embedding cache, measuring the router's own cost, and
-the decision rule of ``jouleroute.routing.scoring``.
+the training table, stripping the per-task scaffolding of few-shot prompts
+(``jouleroute.routing.scaffold``), the embedding cache, measuring the router's own
+cost, and the decision rule of ``jouleroute.routing.scoring``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pandas as pd
 from jouleroute.energy.base import Meter
 from jouleroute.routing.base import Router, RoutingDecisions
 from jouleroute.routing.embeddings import Embedder
+from jouleroute.routing.scaffold import Scaffold, learn_scaffolds, strip_queries
 from jouleroute.routing.scoring import ScoredQueries, normalize_energy
 from jouleroute.routing.simple import query_ids_of
 from jouleroute.routing.train_table import TrainTable, build_train_table
@@ -34,6 +36,11 @@ class LearnedRouter(Router):
     caps how many routed queries (a seeded random sample) are measured: on a CPU,
     re-embedding a whole test split for each learned family costs minutes, and the
     per-query mean of a few hundred is as good. ``None`` measures them all.
+
+    With ``strip_scaffold``, ``fit`` learns per task the text all training prompts
+    share (a few-shot block, an instruction line) and both training and routed
+    questions are embedded without it: an encoder that truncates long prompts would
+    otherwise see one vector per task. Routed queries then need a ``task`` column.
     """
 
     def __init__(
@@ -45,6 +52,7 @@ class LearnedRouter(Router):
         meter: Meter | None = None,
         seed: int = 0,
         overhead_sample: int | None = 256,
+        strip_scaffold: bool = True,
     ):
         super().__init__(candidates)
         if overhead_sample is not None and overhead_sample <= 0:
@@ -58,6 +66,8 @@ class LearnedRouter(Router):
         self.meter = meter
         self.seed = seed
         self.overhead_sample = overhead_sample
+        self.strip_scaffold = strip_scaffold
+        self.scaffolds: dict[str, Scaffold] = {}  # task -> scaffold, learned by fit
         self.energy_source: str | None = None  # of the training energies, set by fit
 
     def fit(
@@ -65,7 +75,8 @@ class LearnedRouter(Router):
     ) -> "LearnedRouter":
         """Train on the ``split`` rows of ``profile``; questions come from ``queries``."""
         table = build_train_table(profile, queries, self.candidates, energy_column=energy_column, split=split)
-        x = self.embedder(table.texts)
+        self.scaffolds = self._learn_scaffolds(table)
+        x = self.embedder(self._strip(table.texts, table.tasks))
         self._fit(x, table)
         self.energy_source = table.energy_source
         log.info("%s fitted on %d queries x %d candidates", self.name, len(table.query_ids), len(self.candidates))
@@ -79,6 +90,25 @@ class LearnedRouter(Router):
     def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(p_correct, energy_j)``, each [queries, candidates]."""
 
+    def _learn_scaffolds(self, table: TrainTable) -> dict[str, Scaffold]:
+        if not self.strip_scaffold:
+            return {}
+        if table.tasks is None:
+            log.warning("%s: no 'task' column in the query table or profile; prompts are embedded whole", self.name)
+            return {}
+        by_task: dict[str, list[str]] = {}
+        for text, task in zip(table.texts, table.tasks):
+            by_task.setdefault(task, []).append(text)
+        return learn_scaffolds(by_task)
+
+    def _strip(self, texts: list[str], tasks: Sequence[str] | None) -> list[str]:
+        """``texts`` without their task's scaffold; untouched when no task has one."""
+        if not any(self.scaffolds.values()):
+            return texts
+        if tasks is None:
+            raise ValueError(f"queries need a 'task' column: the {self.name} router strips per-task scaffolds")
+        return strip_queries(texts, tasks, self.scaffolds)
+
     def _embed_and_predict(self, texts: list[str], use_cache: bool) -> tuple[np.ndarray, np.ndarray]:
         if self.energy_source is None:
             raise RuntimeError(f"{self.name} router is not fitted; call fit(profile, queries) first")
@@ -90,6 +120,8 @@ class LearnedRouter(Router):
         if "question" not in queries.columns:
             raise ValueError(f"queries need a 'question' column; got {list(queries.columns)}")
         texts = queries["question"].astype(str).tolist()
+        tasks = queries["task"].astype(str).tolist() if "task" in queries.columns else None
+        texts = self._strip(texts, tasks)  # string work, negligible beside embedding: not metered
         n = len(ids)
         if n == 0:
             raise ValueError("no queries to route")

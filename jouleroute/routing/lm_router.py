@@ -1,12 +1,12 @@
-"""The learned LM router: a small causal LM that names a candidate, conditioned on λ.
+"""The learned LM router: a small causal LM that scores the pool in one forward pass.
 
 ``LMRouter(model_dir, meter)`` loads a checkpoint written by the sft or grpo stage
-(``out_dir/model``: weights, tokenizer, router_spec.json) and routes batches of
-queries with trie-constrained greedy decoding (``lm_decoding``), so every answer is a
-pool member even from an untrained model. Its own cost is measured with the meter
-passed in: one window per batch; each query's latency is the window (it waited for
-the whole batch, as in the profile's ``latency_s``) and the window's energy is split
-across the batch evenly or by prompt tokens (``RouterConfig.overhead_split``).
+(``out_dir/model``: weights, tokenizer, router_spec.json). ``score(queries)`` reads each
+query once (batched, sorted by length) and keeps the label scores; ``route(queries, lam)``
+decides at any λ of the trained range from those scores, so a λ sweep costs one pass.
+Its own cost is measured with the meter passed in: one window per batch; each query's
+latency is its batch's window and the window's energy is split across the batch evenly
+or by prompt tokens (``RouterConfig.overhead_split``).
 """
 
 from __future__ import annotations
@@ -18,16 +18,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 import torch
 from transformers import AutoModelForCausalLM
 
 from jouleroute.energy.base import Measurement, Meter
 from jouleroute.routing.base import Router, RoutingDecisions
-from jouleroute.routing.lm_decoding import CandidateTrie, candidate_token_ids, constrained_choices
-from jouleroute.training.common import load_tokenizer, resolve_device, set_threads, use_bf16
-from jouleroute.training.config import RouterConfig
-from jouleroute.training.prompts import RouterSpec, build_prompt
+from jouleroute.routing.lm_config import RouterConfig
+from jouleroute.routing.lm_scoring import LMScores, label_logits
+from jouleroute.routing.lm_spec import RouterSpec, label_token_ids, prompt_ids
+from jouleroute.routing.torch_env import load_tokenizer, resolve_device, set_threads, use_bf16
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,8 @@ class LMRouter(Router):
         dtype = torch.bfloat16 if use_bf16(self.cfg.precision, device) else torch.float32
         self.tokenizer = load_tokenizer(self.model_dir, padding_side="left")
         self.model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=dtype).to(device).eval()
-        self.trie = CandidateTrie(candidate_token_ids(self.tokenizer, self.candidates))
+        self.label_ids = label_token_ids(self.tokenizer, self.spec.labels, self.spec.candidates)
+        self._last: tuple[tuple[str, ...], LMScores] | None = None
         if meter is None:
             log.warning("LMRouter has no meter: its overhead energy is reported as NaN (source 'none')")
 
@@ -65,30 +67,46 @@ class LMRouter(Router):
         finally:
             box.append(Measurement(time_s=time.perf_counter() - start, energy_j=math.nan, source="none"))
 
-    def prompts(self, queries: pd.DataFrame, lam: float) -> list[list[dict[str, str]]]:
+    def prompts(self, queries: pd.DataFrame) -> list[list[int]]:
         missing = [c for c in ("query_id", "question", "task") if c not in queries.columns]
         if missing:
             raise ValueError(f"queries frame lacks column(s) {missing}; LMRouter needs query_id, question, task")
-        return [build_prompt(self.spec, str(q), str(t), lam) for q, t in zip(queries["question"], queries["task"])]
+        return [prompt_ids(self.spec, self.tokenizer, str(q), str(t))
+                for q, t in zip(queries["question"], queries["task"])]
+
+    def score(self, queries: pd.DataFrame, progress=None) -> LMScores:
+        """Label scores of every query (one forward pass each, batched); the last batch of queries is memoized."""
+        ids = tuple(str(q) for q in queries["query_id"])
+        if self._last is not None and self._last[0] == ids:
+            return self._last[1]
+        prompts = self.prompts(queries)
+        n, size = len(prompts), self.cfg.batch_size
+        scores = np.zeros((n, len(self.candidates)))
+        latency, energy = [0.0] * n, [0.0] * n
+        order = sorted(range(n), key=lambda i: len(prompts[i]))  # similar lengths share a batch: less padding
+        pad = self.tokenizer.pad_token_id
+        for start in range(0, n, size):
+            batch = order[start:start + size]
+            with self._window() as box:
+                scores[batch] = label_logits(self.model, [prompts[i] for i in batch], self.label_ids, pad)
+            window = box[0]
+            shares = self._shares([len(prompts[i]) for i in batch])
+            for i, share in zip(batch, shares):
+                latency[i], energy[i] = window.time_s, window.energy_j * share
+            if progress is not None:
+                progress(len(batch))
+        result = LMScores(
+            query_ids=list(ids), candidates=list(self.candidates), scores=scores,
+            energy=np.array([self.spec.energy_row(str(t)) for t in queries["task"]]).reshape(n, len(self.candidates)),
+            utility_scale=self.spec.utility_scale, overhead_latency_s=latency, overhead_energy_j=energy,
+            overhead_energy_source=self.meter.source if self.meter else "none")
+        self._last = (ids, result)
+        return result
 
     def route(self, queries: pd.DataFrame, lam: float | None = None) -> RoutingDecisions:
         """One candidate per query under energy weight ``lam`` (default ``RouterConfig.lam``)."""
-        lam = self.cfg.lam if lam is None else float(lam)
-        if lam < 0:
-            raise ValueError(f"energy weight lam must be >= 0, got {lam}")
-        prompts = self.prompts(queries, lam)
-        decisions = RoutingDecisions(query_ids=[str(q) for q in queries["query_id"]], candidate_ids=[],
-                                     overhead_energy_source=self.meter.source if self.meter else "none")
-        size = self.cfg.batch_size
-        for start in range(0, len(prompts), size):
-            with self._window() as box:
-                choices, tokens = constrained_choices(self.model, self.tokenizer, prompts[start:start + size], self.trie)
-            window = box[0]
-            shares = self._shares(tokens)
-            decisions.candidate_ids += choices
-            decisions.overhead_latency_s += [window.time_s] * len(choices)
-            decisions.overhead_energy_j += [window.energy_j * share for share in shares]
-        return decisions
+        lam = self.spec.check_lambda(self.cfg.lam if lam is None else float(lam))
+        return self.score(queries).decide(lam)
 
     def _shares(self, tokens: list[int]) -> list[float]:
         if self.cfg.overhead_split == "even" or sum(tokens) == 0:

@@ -46,7 +46,8 @@ def _learned(
     family: str, candidates: Sequence[str], cfg: BaselinesConfig, embedder: Embedder, meter: Meter | None
 ) -> LearnedRouter:
     own = getattr(cfg, family).model_dump()  # the family's section: knn, mlp or mf
-    common = dict(lam=cfg.lam, energy_norm=cfg.energy_norm, meter=meter, seed=cfg.seed)
+    common = dict(lam=cfg.lam, energy_norm=cfg.energy_norm, meter=meter, seed=cfg.seed,
+                  strip_scaffold=cfg.strip_scaffold)
     return ROUTER_FAMILIES[family](candidates, embedder, overhead_sample=cfg.overhead_sample, **own, **common)
 
 

@@ -25,6 +25,7 @@ class TrainTable:
     correct: np.ndarray  # [queries, candidates] in {0, 1, NaN}
     energy_j: np.ndarray  # [queries, candidates], NaN where not run
     energy_source: str  # label(s) of the energies, "+"-joined when the profile mixes them
+    tasks: list[str] | None = None  # the task of each training query; None when neither table has a 'task'
 
     @property
     def observed(self) -> np.ndarray:
@@ -48,7 +49,11 @@ def build_train_table(
     energy_column: str = "energy_j",
     split: str = "train",
 ) -> TrainTable:
-    """Rows of ``profile`` whose ``split`` is ``split``, joined with the questions in ``queries``."""
+    """Rows of ``profile`` whose ``split`` is ``split``, joined with the questions in ``queries``.
+
+    Each query's task is read from ``queries`` (else ``profile``) when either has a
+    ``task`` column: the embedding baselines strip per-task scaffolding with it.
+    """
     _require(profile, {"query_id", "candidate_id", "correct", "split", "energy_source", energy_column}, "profile")
     _require(queries, {"query_id", "question"}, "query table")
     rows = profile[profile["split"] == split]
@@ -87,6 +92,12 @@ def build_train_table(
     if absent:
         raise ValueError(f"{len(absent)} profile queries are missing from the query table (first: {absent[:3]})")
 
+    def tasks_of(frame: pd.DataFrame) -> list[str] | None:
+        if "task" not in frame.columns:
+            return None
+        by_id = frame.drop_duplicates("query_id").set_index("query_id")["task"]
+        return [str(by_id[q]) for q in query_ids]
+
     def matrix(values: pd.Series) -> np.ndarray:
         grid = rows.assign(_v=values.astype(float)).pivot(index="query_id", columns="candidate_id", values="_v")
         return grid.reindex(index=query_ids, columns=list(candidates)).to_numpy(dtype=np.float64)
@@ -98,4 +109,5 @@ def build_train_table(
         correct=matrix(rows["correct"]),
         energy_j=matrix(energy),
         energy_source="+".join(sources),
+        tasks=tasks_of(queries) or tasks_of(rows),
     )

@@ -5,20 +5,18 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoTokenizer, PreTrainedTokenizerBase, Trainer, TrainerCallback, set_seed
+from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, set_seed
 from transformers.trainer_callback import PrinterCallback
 from transformers.trainer_utils import get_last_checkpoint
 
 from jouleroute.provenance import file_sha256
-from jouleroute.training.config import LoraParams, Precision
-from jouleroute.training.prompts import SPEC_FILE
+from jouleroute.routing.lm_spec import SPEC_FILE
+from jouleroute.routing.torch_env import load_tokenizer, resolve_device, set_threads, use_bf16  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -31,34 +29,9 @@ def seed_everything(seed: int) -> None:
     set_seed(seed)
 
 
-def set_threads(threads: int | None) -> None:
-    if threads is not None:
-        torch.set_num_threads(threads)
-
-
-def resolve_device(device: str) -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' requested but torch sees no CUDA GPU; use device: auto or cpu")
-    return device
-
-
-def use_bf16(precision: Precision, device: str) -> bool:
-    """bf16 on CUDA under ``auto``; fp32 on CPU, where TRL's bf16 default fails or crawls."""
-    return precision == "bf16" or (precision == "auto" and device == "cuda")
-
-
-def load_tokenizer(model_path: str | Path, padding_side: str = "right") -> PreTrainedTokenizerBase:
-    tokenizer = AutoTokenizer.from_pretrained(str(model_path), padding_side=padding_side)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
 # Fields that do not change what is trained: editing them must not throw away checkpoints.
 _NOT_TRAINING = {"logging_steps", "save_steps", "save_total_limit", "threads", "log_model",
-                 "registered_model_name"}
+                 "registered_model_name", "keep_best_on_val"}
 
 
 def resume_point(out_dir: Path, cfg: Any, inputs: list[Path]) -> str | None:
@@ -82,39 +55,6 @@ def resume_point(out_dir: Path, cfg: Any, inputs: list[Path]) -> str | None:
     folder.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps({"key": key, "config": config}, indent=2, sort_keys=True))
     return get_last_checkpoint(str(folder))
-
-
-_LAYER = re.compile(r"\.layers\.(\d+)\.")
-
-
-def train_top_layers_only(model: Any, last_layers: int | None) -> dict[str, int]:
-    """Freeze the embeddings and all but the top ``last_layers`` decoder layers.
-
-    Backpropagation then stops at the first trainable layer: with 4 of SmolLM2's 30
-    layers a step costs ~1.3 forward passes instead of ~3, which is what makes SFT and
-    GRPO fit a 2-core CPU budget. ``None`` trains everything (the GPU setting). Works on
-    plain and LoRA-wrapped models (parameters are matched by their ``.layers.<i>.`` name).
-    The optimizer is built at ``train()``, so calling this after the trainer is made is fine.
-    """
-    total = model.config.num_hidden_layers
-    if last_layers is not None:
-        first_trained = max(total - last_layers, 0)
-        for name, param in model.named_parameters():
-            match = _LAYER.search(name)
-            if (match is None and "embed" in name) or (match is not None and int(match.group(1)) < first_trained):
-                param.requires_grad_(False)
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return {"trainable_params": trainable, "total_params": sum(p.numel() for p in model.parameters())}
-
-
-def lora_config(params: LoraParams | None):
-    if params is None:
-        return None
-    from peft import LoraConfig  # peft only matters when LoRA is on
-
-    targets = params.target_modules if isinstance(params.target_modules, str) else list(params.target_modules)
-    return LoraConfig(r=params.r, lora_alpha=params.alpha, lora_dropout=params.dropout,
-                      target_modules=targets, task_type="CAUSAL_LM")
 
 
 def trainer_kwargs(cfg: Any, out_dir: Path, device: str, run_name: str) -> dict[str, Any]:
@@ -155,23 +95,6 @@ def quiet_trainer(trainer: Trainer) -> Trainer:
     trainer.remove_callback(PrinterCallback)
     trainer.add_callback(LogLinesCallback())
     return trainer
-
-
-def train_and_save(trainer: Trainer, cfg: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, spec_dir: Path,
-                   resume: str | None, mlflow: Any, stage: str) -> tuple[dict[str, Any], Path]:
-    """Freeze as configured, train (resuming when a checkpoint exists), save ``out_dir/model``."""
-    sizes = train_top_layers_only(trainer.model, cfg.train_last_layers)
-    if mlflow is not None:
-        mlflow.log_params(sizes)
-    if resume:
-        log.info("%s: resuming from %s", stage, resume)
-    started = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=resume)
-    train_s = time.perf_counter() - started
-    model_dir = save_final_model(trainer.model, tokenizer, out_dir, spec_dir)
-    log.info("%s: %d steps in %.1f s, loss %.4f", stage, trainer.state.global_step, train_s, result.training_loss)
-    return {"train_loss": float(result.training_loss), "global_step": int(trainer.state.global_step),
-            "train_s": train_s, "resumed_from": resume, **sizes}, model_dir
 
 
 def save_final_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, spec_dir: Path) -> Path:

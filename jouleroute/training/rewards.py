@@ -3,18 +3,18 @@
 Each reward is ``fn(completions, **dataset_columns) -> list[float | None]``. The columns
 come from the GRPO dataset row of each completion:
 
-* ``correct_by_candidate``: {candidate_id: 0|1} (dict or JSON string)
-* ``energy_by_candidate``:  {candidate_id: joules} (dict or JSON string)
+* ``correct_by_candidate``: {name: 0|1} (dict or JSON string; the router keys it by label token)
+* ``energy_by_candidate``:  {name: joules} (dict or JSON string)
 * ``lam``:                  the row's energy weight λ
 
-Let c be the candidate the completion names (``prompts.parse_choice``), or "invalid":
+Let c be the candidate the completion names (``parse_choice``), or "invalid":
 
 * ``correctness``    = correct(c);                 invalid -> 0
 * ``energy_penalty`` = −λ · norm_energy(c);         invalid -> −λ (as costly as the priciest)
 * ``format``         = 0 when c is valid;          invalid -> −1
 
 With weights (1, 1, w) the sum of the first two is the utility that defines the SFT
-labels (``training.utility``), so GRPO keeps optimizing what SFT imitated.
+labels (``routing.utility``), so GRPO keeps optimizing what SFT imitated.
 """
 
 from __future__ import annotations
@@ -22,10 +22,26 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping, Sequence
 
-from jouleroute.training.prompts import parse_choice
-from jouleroute.training.utility import normalize_energy
+from jouleroute.routing.utility import normalize_energy
 
 RewardFn = Callable[..., list[float | None]]
+
+_STRIP = " \t\r\n\"'`.*"
+
+
+def completion_text(completion: Any) -> str:
+    """Text of a completion given as a string or as TRL's list of messages."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    return ""
+
+
+def parse_choice(completion: Any, names: list[str] | set[str]) -> str | None:
+    """The name a completion states exactly (after trimming whitespace and quotes), or ``None``."""
+    text = completion_text(completion).strip(_STRIP)
+    return text if text in names else None
 
 
 def _as_mapping(value: Any, column: str) -> Mapping[str, Any]:

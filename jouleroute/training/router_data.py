@@ -2,12 +2,12 @@
 
 Writes to ``out_dir`` (DVC outs):
 
-* ``sft.jsonl``  TRL conversational prompt/completion rows, one per (train query, λ drawn from
-  ``lambdas``); the completion is the label the policy picks at that λ.
-* ``grpo.jsonl`` one row per train query with every candidate's correctness and energy; the grpo
-  stage crosses it with ``grpo.lambdas`` (so that grid never invalidates SFT).
+* ``train.jsonl`` one row per train query: question, task, every candidate's correctness and
+  energy, and ``labels``: the label policy's choice at each λ of ``lambdas``. SFT fits all of
+  a query's labels in one pass; GRPO crosses the rows with ``grpo.lambdas`` for its rewards.
 * ``val.jsonl``  VAL queries x the whole grid, with labels and per-candidate outcomes.
-* ``router_spec.json`` prompt paradigm, candidates and TRAIN-only pool statistics.
+* ``router_spec.json`` candidates and their label tokens, the trained λ grid, the decision
+  rule's scale and energy tables, and each task's shared prompt scaffold (learned on TRAIN).
 * ``stats.json`` counts, label distributions per λ, majority labels.
 
 TEST rows are dropped on entry and never read.
@@ -26,8 +26,9 @@ import pandas as pd
 
 from jouleroute.schema import ENERGY_SOURCES
 from jouleroute.training.config import RouterDataConfig
-from jouleroute.training.prompts import CandidateStats, RouterSpec, build_prompt, completion_for
-from jouleroute.training.utility import cheapest_correct_label, expected_utility_label, utility_label
+from jouleroute.routing.lm_spec import RouterSpec, default_labels, format_lambda
+from jouleroute.routing.scaffold import learn_scaffolds
+from jouleroute.routing.utility import cheapest_correct_label, expected_utility_label, utility_label
 
 log = logging.getLogger(__name__)
 
@@ -85,15 +86,16 @@ def _validate(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDataConfi
     return candidates
 
 
-def _pool_stats(train: pd.DataFrame, energy_column: str, candidates: list[str]) -> dict[str, CandidateStats]:
-    accuracy = train.groupby(["candidate_id", "task"])["correct"].mean()
-    energy = train.groupby("candidate_id")[energy_column].mean()
+def _pool_tables(train: pd.DataFrame, energy_column: str, candidates: list[str]) -> dict[str, Any]:
+    """TRAIN means the router's decision rule and reports use: energy per task and overall, accuracy per task."""
+    energy = train.groupby(["task", "candidate_id"])[energy_column].mean()
+    accuracy = train.groupby(["task", "candidate_id"])["correct"].mean()
+    overall = train.groupby("candidate_id")[energy_column].mean()
+    tasks = sorted(train["task"].unique())
     return {
-        c: CandidateStats(
-            mean_energy_j=float(energy[c]),
-            accuracy_by_task={t: round(float(a), 4) for t, a in accuracy[c].items()},
-        )
-        for c in candidates
+        "task_energy_j": {t: {c: float(energy[(t, c)]) for c in candidates} for t in tasks},
+        "pool_energy_j": {c: float(overall[c]) for c in candidates},
+        "task_accuracy": {t: {c: round(float(accuracy[(t, c)]), 4) for c in candidates} for t in tasks},
     }
 
 
@@ -133,7 +135,7 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDataConfig, out_dir: Path) -> dict:
-    """Build sft/grpo/val datasets, router_spec.json and stats.json in ``out_dir``; returns the stats."""
+    """Build train/val datasets, router_spec.json and stats.json in ``out_dir``; returns the stats."""
     rng = random.Random(cfg.seed)
     profile = profile[profile["split"].isin(["train", "val"])]  # TEST never enters this stage
     candidates = _validate(profile, queries, cfg)
@@ -145,14 +147,19 @@ def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDat
         train_ids = sorted(rng.sample(train_ids, cfg.max_train_queries))
         train = train[train["query_id"].isin(train_ids)]
 
-    pool = _pool_stats(train, cfg.energy_column, candidates)
-    spec = RouterSpec(candidates=candidates, paradigm=cfg.paradigm, max_question_chars=cfg.max_question_chars,
+    known = queries.drop_duplicates("query_id").set_index("query_id")
+    questions = known["question"].astype(str).to_dict()
+    scaffolds = {}
+    if cfg.strip_scaffold:  # learned on TRAIN questions only, applied to every split
+        by_task: dict[str, list[str]] = {}
+        for qid in train_ids:
+            by_task.setdefault(str(known.loc[qid, "task"]), []).append(questions[qid])
+        scaffolds = {t: s.to_dict() for t, s in learn_scaffolds(by_task).items() if s.prefix or s.suffix}
+    spec = RouterSpec(candidates=candidates, labels=list(cfg.labels) if cfg.labels else default_labels(candidates),
                       energy_source=",".join(sorted(profile["energy_source"].unique())),
-                      energy_norm=cfg.energy_norm, label_policy=cfg.label_policy, pool=pool)
-    # cheapest_correct is the λ→0⁺ end of the utility curve: its label ignores λ, so the
-    # prompts state λ=0 and the λ dimension is left to GRPO.
-    grid = list(cfg.lambdas) if cfg.label_policy != "cheapest_correct" else [0.0]
-    questions = queries.set_index("query_id")["question"].astype(str).to_dict()
+                      energy_norm=cfg.energy_norm, label_policy=cfg.label_policy, lambdas=list(cfg.lambdas),
+                      utility_scale=cfg.utility_scale, max_query_tokens=cfg.max_query_tokens, scaffolds=scaffolds,
+                      **_pool_tables(train, cfg.energy_column, candidates))
 
     def label(outcome: dict[str, Any], lam: float) -> str:
         if cfg.label_policy == "utility":
@@ -161,56 +168,45 @@ def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDat
             return expected_utility_label(outcome["correct"], outcome["energy"], lam, cfg.energy_norm, candidates,
                                           outcome["prior"], cfg.prior_strength)
         task = outcome["task"]
-        task_acc = {c: pool[c].accuracy_by_task.get(task, 0.0) for c in candidates}
+        task_acc = {c: spec.task_accuracy.get(task, {}).get(c, 0.0) for c in candidates}
         return cheapest_correct_label(outcome["correct"], outcome["energy"], candidates, cfg.fallback,
-                                      task_acc, {c: pool[c].mean_energy_j for c in candidates})
+                                      task_acc, spec.pool_energy_j)
 
-    def example(qid: str, outcome: dict[str, Any], lam: float, full: bool) -> dict[str, Any]:
-        chosen = label(outcome, lam)
-        row = {"prompt": build_prompt(spec, questions[qid], outcome["task"], lam),
-               "completion": completion_for(chosen), "query_id": qid, "task": outcome["task"],
-               "lam": lam, "label": chosen}
-        if full:
-            row.update(question=questions[qid], correct_by_candidate=outcome["correct"],
-                       energy_by_candidate=outcome["energy"])
-        return row
+    def row(qid: str, outcome: dict[str, Any]) -> dict[str, Any]:
+        return {"query_id": qid, "task": outcome["task"], "question": questions[qid],
+                "correct_by_candidate": outcome["correct"], "energy_by_candidate": outcome["energy"]}
 
     train_outcomes = _outcomes(train, cfg.energy_column, train)
-    per_query = len(grid) if cfg.lambdas_per_query is None else min(cfg.lambdas_per_query, len(grid))
-    sft_rows = [example(qid, o, lam, full=False)
-                for qid, o in train_outcomes.items() for lam in sorted(rng.sample(grid, per_query))]
+    train_rows = [{**row(qid, o), "labels": {format_lambda(lam): label(o, lam) for lam in cfg.lambdas}}
+                  for qid, o in train_outcomes.items()]
     val = profile[profile["split"] == "val"]
     val_ids = sorted(val["query_id"].unique())
     if cfg.max_val_queries is not None and len(val_ids) > cfg.max_val_queries:
         val = val[val["query_id"].isin(rng.sample(val_ids, cfg.max_val_queries))]
-    val_rows = [example(qid, o, lam, full=True)
-                for qid, o in _outcomes(val, cfg.energy_column, train).items() for lam in grid]
-    grpo_rows = [{"query_id": qid, "task": o["task"], "question": questions[qid],
-                  "correct_by_candidate": o["correct"], "energy_by_candidate": o["energy"]}
-                 for qid, o in train_outcomes.items()]
+    val_rows = [{**row(qid, o), "lam": lam, "label": label(o, lam)}
+                for qid, o in _outcomes(val, cfg.energy_column, train).items() for lam in cfg.lambdas]
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _write_jsonl(out_dir / "sft.jsonl", sft_rows)
-    _write_jsonl(out_dir / "grpo.jsonl", grpo_rows)
+    _write_jsonl(out_dir / "train.jsonl", train_rows)
     _write_jsonl(out_dir / "val.jsonl", val_rows)
     spec.save(out_dir)
-    stats = _stats(cfg, spec, grid, train_outcomes, label, sft_rows, val_rows, grpo_rows)
+    stats = _stats(cfg, spec, train_outcomes, label, train_rows, val_rows)
     (out_dir / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True))
-    log.info("router_data: %d sft, %d grpo, %d val rows for %d candidates",
-             len(sft_rows), len(grpo_rows), len(val_rows), len(candidates))
+    log.info("router_data: %d train queries x %d λ, %d val rows for %d candidates (scaffold stripped on %d tasks)",
+             len(train_rows), len(cfg.lambdas), len(val_rows), len(candidates), len(scaffolds))
     return stats
 
 
-def _stats(cfg, spec, grid, train_outcomes, label, sft_rows, val_rows, grpo_rows) -> dict[str, Any]:
-    """Label distribution and mean label energy per λ over ALL train queries (not just the drawn λ)."""
+def _stats(cfg, spec, train_outcomes, label, train_rows, val_rows) -> dict[str, Any]:
+    """Label distribution and mean label energy per λ over ALL train queries."""
     by_lambda: dict[str, Any] = {}
-    for lam in grid:
+    for lam in cfg.lambdas:
         labels = [label(o, lam) for o in train_outcomes.values()]
         counts = Counter(labels)
         majority, top = counts.most_common(1)[0]
         chosen = [(o["energy"][c], o["correct"][c]) for o, c in zip(train_outcomes.values(), labels)]
-        by_lambda[f"{lam:g}"] = {
+        by_lambda[format_lambda(lam)] = {
             "label_counts": dict(sorted(counts.items())),
             "majority_label": majority,
             "majority_share": top / len(labels),
@@ -220,15 +216,15 @@ def _stats(cfg, spec, grid, train_outcomes, label, sft_rows, val_rows, grpo_rows
     solvable = sum(1 for o in train_outcomes.values() if any(o["correct"].values()))
     return {
         "candidates": spec.candidates,
+        "labels": dict(zip(spec.candidates, spec.labels)),
         "energy_source": spec.energy_source,
         "energy_column": cfg.energy_column,
         "label_policy": cfg.label_policy,
-        "paradigm": cfg.paradigm,
-        "lambdas": grid,
+        "lambdas": list(cfg.lambdas),
+        "scaffold_tasks": sorted(spec.scaffolds),
         "n_train_queries": len(train_outcomes),
         "n_train_solvable": solvable,
-        "n_sft_rows": len(sft_rows),
-        "n_grpo_rows": len(grpo_rows),
+        "n_train_rows": len(train_rows),
         "n_val_rows": len(val_rows),
         "by_lambda": by_lambda,
     }

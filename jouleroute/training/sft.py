@@ -1,28 +1,32 @@
-"""Stage ``sft``: teach the base LM to name the label candidate (TRL SFTTrainer).
+"""Stage ``sft``: teach the router LM each train query's best candidate at every λ (TRL SFTTrainer).
 
-Reads ``data_dir/sft.jsonl`` (conversational prompt/completion rows from router_data),
-trains with the loss on the completion only, checkpoints under ``out_dir/checkpoints``
-(a killed run resumes from the newest one), and saves the router to ``out_dir/model``
-(LoRA merged; tokenizer and router_spec.json alongside). SFT depends only on the
-router_data λ grid, never on ``grpo.lambdas``.
+Reads ``data_dir/train.jsonl`` (router_data). One SFT row per train query carries its labels
+at every λ of the trained grid; the row's log-likelihood is the mean over the grid of
+``log π_λ(label_λ | x)``, with ``π_λ = softmax(z(x) − λ·s·ê)`` (``training.policy``), so one
+pass per query teaches the whole accuracy–energy curve. Only the top ``train_last_layers``
+layers train, on trunk features computed once (``training.trunk``). Checkpoints go under
+``out_dir/checkpoints`` (a killed run resumes from the newest one); the router is saved to
+``out_dir/model`` (tokenizer and router_spec.json alongside).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
+import torch
 from transformers import TrainerCallback
 
+from jouleroute.routing.lm_spec import RouterSpec, format_lambda
 from jouleroute.training.common import (
-    load_tokenizer, lora_config, quiet_trainer, resolve_device, resume_point, seed_everything, set_threads,
-    train_and_save, trainer_kwargs, write_json,
+    quiet_trainer, resume_point, save_final_model, seed_everything, set_threads, trainer_kwargs, write_json,
 )
 from jouleroute.training.config import SftConfig
 from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, stage_run
+from jouleroute.training.policy import attach_policy, detach_policy, release_fused_head
+from jouleroute.training.router_model import load_setup, marked_prompt, policy_cache
 
 log = logging.getLogger(__name__)
 
@@ -41,22 +45,18 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def check_lengths(tokenizer, rows: list[dict[str, Any]], max_length: int, source: Path) -> dict[str, float]:
-    """Token lengths of prompt+completion; a row over ``max_length`` is an error, not a silent cut.
-
-    TRL would truncate from the end, i.e. drop the label, and then silently discard the
-    example as fully masked.
-    """
-    lengths = []
+def label_targets(spec: RouterSpec, rows: Sequence[dict], source: Path) -> torch.Tensor:
+    """[queries, grid] index of each query's label at each λ of the spec's grid."""
+    index = {c: i for i, c in enumerate(spec.candidates)}
+    targets = []
     for number, row in enumerate(rows, start=1):
-        encoded = tokenizer.apply_chat_template(row["prompt"] + row["completion"], tokenize=True)
-        length = len(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
-        if length > max_length:
-            raise ValueError(f"{source}: row {number} (query_id={row.get('query_id')}) is {length} tokens, over "
-                             f"sft.max_length={max_length}; raise sft.max_length or lower "
-                             "router_data.max_question_chars")
-        lengths.append(length)
-    return {"max_tokens": max(lengths), "mean_tokens": sum(lengths) / len(lengths)}
+        labels = row.get("labels") or {}
+        try:
+            targets.append([index[labels[format_lambda(lam)]] for lam in spec.lambdas])
+        except KeyError as err:
+            raise ValueError(f"{source}: row {number} (query_id={row.get('query_id')}): field 'labels' lacks λ or "
+                             f"names an unknown candidate ({err}); rerun router_data") from None
+    return torch.tensor(targets, dtype=torch.long)
 
 
 def _weights(model: str | Path) -> list[Path]:
@@ -66,8 +66,9 @@ def _weights(model: str | Path) -> list[Path]:
 
 
 def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir: Path,
-            tracking_uri: str | None = None, *, callbacks: Sequence[TrainerCallback] = ()) -> dict:
-    """Fine-tune ``base_model_dir`` (a local folder or hub id) on sft.jsonl; returns metrics."""
+            tracking_uri: str | None = None, *, callbacks: Sequence[TrainerCallback] = (),
+            cache_dir: Path | None = None) -> dict:
+    """Fine-tune ``base_model_dir`` (a local folder or hub id) on train.jsonl; returns metrics."""
     seed_everything(cfg.seed)
     set_threads(cfg.threads)
     from datasets import Dataset
@@ -75,35 +76,65 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
 
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows = read_jsonl(data_dir / "sft.jsonl")
-    for number, row in enumerate(rows, start=1):
-        if not isinstance(row.get("prompt"), list) or not isinstance(row.get("completion"), list):
-            raise ValueError(f"{data_dir / 'sft.jsonl'}: row {number} needs 'prompt' and 'completion' message lists")
-    dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
-    device = resolve_device(cfg.device)
+    source = data_dir / "train.jsonl"
+    rows = read_jsonl(source)
+    spec = RouterSpec.load(data_dir)
+    targets = label_targets(spec, rows, source)
+    setup = load_setup(base_model_dir, spec, rows, cfg.train_last_layers, cfg.device, cache_dir)
+    cache = policy_cache(setup, rows)
+    cache.sft_lambdas, cache.sft_targets = torch.tensor(spec.lambdas, dtype=torch.float32), targets
+    examples = []
+    for i, row in enumerate(rows):
+        ids = setup.tokenizer(marked_prompt(setup, row, str(i)), add_special_tokens=False)["input_ids"]
+        cache.register(ids, i, 0.0)
+        action = setup.label_ids[int(targets[i, 0])]  # a placeholder: the loss reads every λ's label
+        examples.append({"input_ids": ids + [action], "completion_mask": [0] * len(ids) + [1]})
     args = SFTConfig(
-        **trainer_kwargs(cfg, out_dir, device, run_name="sft"),
-        num_train_epochs=cfg.epochs,
-        per_device_train_batch_size=cfg.batch_size,
-        gradient_accumulation_steps=cfg.grad_accum,
-        max_length=cfg.max_length,
-        completion_only_loss=True,
-        packing=False,
-        model_init_kwargs={"dtype": "float32"},  # mixed precision (bf16) keeps fp32 master weights
+        **trainer_kwargs(cfg, out_dir, setup.device, run_name="sft"),
+        num_train_epochs=cfg.epochs, per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.grad_accum, max_length=None, completion_only_loss=True, packing=False,
     )
-    tokenizer = load_tokenizer(base_model_dir)
-    lengths = check_lengths(tokenizer, rows, cfg.max_length, data_dir / "sft.jsonl")
-    resume = resume_point(out_dir, cfg, [data_dir / "sft.jsonl", *_weights(base_model_dir)])
-    labels = Counter(r.get("label") for r in rows)
-    params = {**cfg.model_dump(), "base_model_dir": str(base_model_dir), "n_rows": len(rows), "device": device,
-              "lambdas": sorted({r.get("lam") for r in rows}), "resumed_from": resume or ""}
+    resume = resume_point(out_dir, cfg, [source, data_dir / "router_spec.json", *_weights(base_model_dir)])
+    params = {**cfg.model_dump(), "base_model_dir": str(base_model_dir), "n_queries": len(rows),
+              "device": setup.device, "lambdas": spec.lambdas, "resumed_from": resume or ""}
+    model = attach_policy(setup.model, cache)
     with stage_run(tracking_uri, "sft", params, {"base_model": str(base_model_dir)}) as mlflow:
         trainer = quiet_trainer(SFTTrainer(
-            model=str(base_model_dir), args=args, train_dataset=dataset, processing_class=tokenizer,
-            peft_config=lora_config(cfg.lora), callbacks=[MlflowMetricsCallback(mlflow), *callbacks]))
-        metrics, model_dir = train_and_save(trainer, cfg, tokenizer, out_dir, data_dir, resume, mlflow, "sft")
-        metrics.update(n_rows=len(rows), device=device, **lengths,
-                       label_counts=dict(sorted(labels.items(), key=lambda kv: str(kv[0]))))
+            model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=setup.tokenizer,
+            callbacks=[MlflowMetricsCallback(mlflow), *callbacks]))
+        release_fused_head(model)
+        metrics = _train(trainer, resume)
+        detach_policy(model)
+        model_dir = save_final_model(model, setup.tokenizer, out_dir, data_dir)
+        metrics.update(n_queries=len(rows), device=setup.device, trunk_features_s=setup.features_s,
+                       **setup.split.sizes(), train_label_agreement=_agreement(cache, targets))
+        if mlflow is not None:
+            mlflow.log_params(setup.split.sizes())
         log_stage_end(mlflow, "sft", metrics, model_dir, cfg)
     write_json(out_dir / "metrics.json", metrics)
     return metrics
+
+
+def _train(trainer, resume: str | None) -> dict[str, Any]:
+    import time
+
+    if resume:
+        log.info("resuming from %s", resume)
+    started = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=resume)
+    seconds = time.perf_counter() - started
+    log.info("%d steps in %.1f s, loss %.4f", trainer.state.global_step, seconds, result.training_loss)
+    return {"train_loss": float(result.training_loss), "global_step": int(trainer.state.global_step),
+            "train_s": seconds, "resumed_from": resume}
+
+
+@torch.no_grad()
+def _agreement(cache, targets: torch.Tensor) -> dict[str, float]:
+    """Share of train queries whose decision at each λ equals its label (fit, not generalization)."""
+    z = torch.cat([cache.logits(list(range(s, min(s + 64, len(targets)))))
+                   for s in range(0, len(targets), 64)])
+    out = {}
+    for j, lam in enumerate(cache.sft_lambdas.tolist()):
+        chosen = (z - lam * cache.utility_scale * cache.energy).argmax(dim=-1)
+        out[format_lambda(lam)] = float((chosen == targets[:, j]).float().mean())
+    return out

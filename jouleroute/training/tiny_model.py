@@ -19,6 +19,7 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 
 def build_tiny_model(out_dir: Path, corpus: Iterable[str] = (), vocab_size: int = 400, hidden_size: int = 32,
+                     init_scale: float = 0.02,
                      layers: int = 2, seed: int = 0) -> Path:
     """Write a tokenizer + random ``LlamaForCausalLM`` to ``out_dir``; returns ``out_dir``."""
     import torch
@@ -42,7 +43,7 @@ def build_tiny_model(out_dir: Path, corpus: Iterable[str] = (), vocab_size: int 
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=1024, tie_word_embeddings=True,
+                         max_position_embeddings=1024, tie_word_embeddings=True, initializer_range=init_scale,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id)
     model = LlamaForCausalLM(config)

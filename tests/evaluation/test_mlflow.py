@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from mlflow import MlflowClient
 
+from jouleroute.evaluation.config import DEFAULT_LAMBDAS
+
 
 @pytest.fixture(scope="module")
 def logged(evaluated):
@@ -37,9 +39,9 @@ def test_nested_runs_per_family_and_lambda(logged):
     assert names == ["family utility", "random"]
     family = next(r for r in children if r.info.run_name == "family utility")
     members = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == family.info.run_id]
-    assert len(members) == 9 and all(r.data.tags["git_sha"] == "abc123" for r in members)
+    assert len(members) == len(DEFAULT_LAMBDAS) and all(r.data.tags["git_sha"] == "abc123" for r in members)
     history = client.get_metric_history(family.info.run_id, "sweep.accuracy")
-    assert [m.step for m in sorted(history, key=lambda m: m.step)] == list(range(9))
+    assert [m.step for m in sorted(history, key=lambda m: m.step)] == list(range(len(DEFAULT_LAMBDAS)))
     one = next(r for r in members if r.info.run_name == "utility@0.1")
     assert one.data.params["lam"] == "0.1"
     assert one.data.tags["energy_source.with_overhead"] == "estimated"

@@ -30,8 +30,8 @@ def tiny_params(model_dir: Path) -> dict:
          "max_new_tokens": 4, "batch_size": 8},
     ]
     params["energy"] = {"meter": "estimate", "idle_seconds": 0.2}
-    params["sft"] = {"base_model": "tiny", "epochs": 1.0, "max_length": 1024}
-    params["grpo"] = {**params["grpo"], "max_steps": 2, "max_completion_length": 4}
+    params["sft"] = {"base_model": "tiny", "epochs": 1.0}
+    params["grpo"] = {**params["grpo"], "max_steps": 2}
     params["baselines"] = {"embedding": {"model": "hashing"}}
     params["evaluate"] = {**params["evaluate"], "bootstrap_samples": 0}
     return params

@@ -15,7 +15,7 @@ from jouleroute.routing.registry import ROUTER_FAMILIES, baseline_names, build_r
 from jouleroute.routing.scoring import ScoredQueries, choose, normalize_energy
 from jouleroute.routing.simple import AlwaysRouter, OracleRouter, RandomRouter, mix_of
 from jouleroute.routing.train_table import build_train_table
-from jouleroute.training.utility import normalize_energy as label_normalize_energy
+from jouleroute.routing.utility import normalize_energy as label_normalize_energy
 
 POOL = ["a", "b", "c"]
 

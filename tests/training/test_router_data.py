@@ -9,9 +9,10 @@ import pytest
 from conftest import ENERGY_J, toy_tables
 
 from jouleroute.training.config import RouterDataConfig
-from jouleroute.training.prompts import RouterSpec, parse_choice
+from jouleroute.routing.lm_spec import RouterSpec
+from jouleroute.training.rewards import parse_choice
 from jouleroute.training.router_data import run_router_data
-from jouleroute.training.utility import (
+from jouleroute.routing.utility import (
     cheapest_correct_label,
     expected_utility_label,
     normalize_energy,
@@ -97,12 +98,12 @@ def test_expected_utility_stage_uses_leave_one_out_train_priors(tmp_path):
     # make one train 'hard' query unanswered by everyone: its prior must not count itself
     hard = profile["query_id"] == "toy/train-hard-0"
     profile.loc[hard, "correct"] = 0
-    cfg = RouterDataConfig(label_policy="expected_utility", prior_strength=1e6, lambdas=(0.0,), lambdas_per_query=None)
+    cfg = RouterDataConfig(label_policy="expected_utility", prior_strength=1e6, lambdas=(0.0,))
     run_router_data(profile, queries, cfg, tmp_path)
-    rows = {r["query_id"]: r for r in read(tmp_path / "sft.jsonl")}
+    rows = {r["query_id"]: r for r in read(tmp_path / "train.jsonl")}
     # the task 'arith' (k even) train queries: easy-0, medium-0, hard-0. Leaving hard-0 out,
     # every candidate's prior comes from easy-0 and medium-0: small .5, mid 1, large 1 -> mid
-    assert rows["toy/train-hard-0"]["label"] == "mid"
+    assert rows["toy/train-hard-0"]["labels"]["0"] == "mid"
     val = {(r["query_id"], r["lam"]): r for r in read(tmp_path / "val.jsonl")}
     # val priors use every train query of the task: small 1/3, mid 2/3, large 2/3; the tie
     # between mid and large is broken by the query's own outcome (only large was right)
@@ -113,21 +114,20 @@ def test_expected_utility_stage_uses_leave_one_out_train_priors(tmp_path):
 
 # --- the stage -----------------------------------------------------------------------
 
-def test_stage_writes_trl_datasets_from_train_only(tmp_path):
+def test_stage_writes_datasets_from_train_only(tmp_path):
     profile, queries = toy_tables()
-    stats = run_router_data(profile, queries, RouterDataConfig(lambdas=(0.0, 2.0), lambdas_per_query=1), tmp_path)
-    sft, grpo, val = read(tmp_path / "sft.jsonl"), read(tmp_path / "grpo.jsonl"), read(tmp_path / "val.jsonl")
+    stats = run_router_data(profile, queries, RouterDataConfig(lambdas=(0.0, 2.0)), tmp_path)
+    train, val = read(tmp_path / "train.jsonl"), read(tmp_path / "val.jsonl")
     train_ids = set(queries.loc[queries.split == "train", "query_id"])
-    assert {r["query_id"] for r in sft} == train_ids == {r["query_id"] for r in grpo}
+    assert {r["query_id"] for r in train} == train_ids and len(train) == len(train_ids)
     assert {r["query_id"] for r in val} == set(queries.loc[queries.split == "val", "query_id"])
-    assert len(sft) == len(train_ids)  # lambdas_per_query=1
     assert len(val) == stats["n_val_rows"] == 2 * (queries.split == "val").sum()
-    row = sft[0]
-    assert [m["role"] for m in row["prompt"]] == ["system", "user"]
-    assert row["completion"] == [{"role": "assistant", "content": row["label"]}]
-    assert f"Energy weight: {row['lam']:g}" in row["prompt"][1]["content"]
-    assert set(grpo[0]["correct_by_candidate"]) == set(grpo[0]["energy_by_candidate"]) == set(ENERGY_J)
+    row = train[0]
+    assert set(row["labels"]) == {"0", "2"} and set(row["labels"].values()) <= set(CANDS)
+    assert set(row["correct_by_candidate"]) == set(row["energy_by_candidate"]) == set(ENERGY_J)
     assert stats["candidates"] == CANDS and stats["energy_source"] == "estimated"
+    spec = RouterSpec.load(tmp_path)
+    assert spec.labels == ["A", "B", "C"] and spec.lambdas == [0.0, 2.0]
 
 
 def test_test_split_never_reaches_any_output(tmp_path):
@@ -136,11 +136,23 @@ def test_test_split_never_reaches_any_output(tmp_path):
     # poison the test rows: if they were read, accuracy and energy stats would change
     poisoned = profile.copy()
     poisoned.loc[poisoned.split == "test", "energy_j"] = 1e9
-    run_router_data(poisoned, queries, RouterDataConfig(paradigm="informed"), tmp_path)
-    text = "".join((tmp_path / name).read_text() for name in ("sft.jsonl", "grpo.jsonl", "val.jsonl"))
+    run_router_data(poisoned, queries, RouterDataConfig(), tmp_path)
+    text = "".join((tmp_path / name).read_text() for name in ("train.jsonl", "val.jsonl", "router_spec.json"))
     assert not any(qid in text for qid in test_ids)
     spec = RouterSpec.load(tmp_path)
-    assert spec.pool["large"].mean_energy_j == pytest.approx(20.0)
+    assert spec.pool_energy_j["large"] == pytest.approx(20.0)
+
+
+def test_shared_prompt_scaffold_is_learned_on_train_and_stored_in_the_spec(tmp_path):
+    profile, queries = toy_tables()
+    shot = "Example: a solved question about nothing in particular.\nAnswer: 42\n\n"
+    queries = queries.assign(question=shot + queries.question)
+    run_router_data(profile, queries, RouterDataConfig(), tmp_path)
+    spec = RouterSpec.load(tmp_path)
+    assert spec.scaffolds["arith"]["prefix"].startswith("Example:")
+    assert spec.query_text(shot + "A hard one?", "arith") == "A hard one?"
+    run_router_data(profile, queries, RouterDataConfig(strip_scaffold=False), tmp_path / "off")
+    assert RouterSpec.load(tmp_path / "off").scaffolds == {}
 
 
 def test_label_energy_decreases_as_lambda_rises(tmp_path):
@@ -151,24 +163,14 @@ def test_label_energy_decreases_as_lambda_rises(tmp_path):
     assert stats["by_lambda"]["0"]["label_accuracy"] == 1.0  # every toy query has a right answer
 
 
-def test_cheapest_correct_ignores_lambda_and_states_zero(tmp_path):
+def test_cheapest_correct_ignores_lambda(tmp_path):
     profile, queries = toy_tables()
-    cfg = RouterDataConfig(label_policy="cheapest_correct", lambdas=(0.0, 0.5, 2.0), lambdas_per_query=None)
-    stats = run_router_data(profile, queries, cfg, tmp_path)
-    sft = read(tmp_path / "sft.jsonl")
-    assert stats["lambdas"] == [0.0] and {r["lam"] for r in sft} == {0.0}
-    assert len(sft) == stats["n_train_queries"]
-    assert {r["label"] for r in sft if "hard" in r["prompt"][1]["content"]} == {"large"}
-
-
-def test_informed_prompt_carries_train_accuracy_and_energy_source(tmp_path):
-    profile, queries = toy_tables()
-    run_router_data(profile, queries, RouterDataConfig(paradigm="informed"), tmp_path)
-    user = read(tmp_path / "sft.jsonl")[0]["prompt"][1]["content"]
-    assert "Pool on" in user and "estimated" in user and "- small:" in user
-    bare = RouterDataConfig(paradigm="bare")
-    run_router_data(profile, queries, bare, tmp_path / "bare")
-    assert "Pool on" not in read(tmp_path / "bare" / "sft.jsonl")[0]["prompt"][1]["content"]
+    cfg = RouterDataConfig(label_policy="cheapest_correct", lambdas=(0.0, 0.5, 2.0))
+    run_router_data(profile, queries, cfg, tmp_path)
+    for row in read(tmp_path / "train.jsonl"):
+        assert len(set(row["labels"].values())) == 1
+        if "hard" in row["question"]:
+            assert row["labels"]["0"] == "large"
 
 
 @pytest.mark.parametrize(
@@ -211,4 +213,4 @@ def test_val_queries_can_be_capped_without_touching_the_training_rows(tmp_path):
     capped = read(tmp_path / "capped" / "val.jsonl")
     assert len({r["query_id"] for r in capped}) == 5
     assert len({r["query_id"] for r in read(tmp_path / "all" / "val.jsonl")}) == 12
-    assert read(tmp_path / "capped" / "sft.jsonl") == read(tmp_path / "all" / "sft.jsonl")
+    assert read(tmp_path / "capped" / "train.jsonl") == read(tmp_path / "all" / "train.jsonl")

@@ -1,4 +1,4 @@
-"""SFT and GRPO smoke runs on a tiny local model: weights move, checkpoints load, MLflow records, resume works."""
+"""SFT and GRPO on a tiny local model: weights move, checkpoints load, MLflow records, resume works."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from conftest import toy_tables
 from transformers import AutoModelForCausalLM, TrainerCallback
 
 from jouleroute.routing.lm_router import LMRouter
-from jouleroute.training.config import GrpoConfig, LoraParams, RouterDataConfig, SftConfig
+from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.training.grpo import run_grpo
 from jouleroute.training.router_data import run_router_data
 from jouleroute.training.sft import run_sft
@@ -28,24 +28,22 @@ def changed(before, after) -> bool:
 def data_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("router_data")
     profile, queries = toy_tables()
-    run_router_data(profile, queries, RouterDataConfig(lambdas=LAMBDAS, lambdas_per_query=None), out)
+    run_router_data(profile, queries, RouterDataConfig(lambdas=LAMBDAS), out)
     return out
 
 
 @pytest.fixture(scope="module")
 def sft_run(data_dir, tiny_model_dir, tracking_uri, tmp_path_factory):
     out = tmp_path_factory.mktemp("sft")
-    # 30 steps: enough for the tiny model to emit well-formed ids, so GRPO groups get unequal rewards
     cfg = SftConfig(max_steps=30, batch_size=8, learning_rate=1e-2, logging_steps=10, save_steps=30,
-                    train_last_layers=None, registered_model_name="router-test")
+                    log_model=True, registered_model_name="router-test")
     return out, run_sft(cfg, data_dir, tiny_model_dir, out, tracking_uri)
 
 
 @pytest.fixture(scope="module")
 def grpo_run(data_dir, sft_run, tracking_uri, tmp_path_factory):
     out = tmp_path_factory.mktemp("grpo")
-    cfg = GrpoConfig(max_steps=3, batch_size=8, num_generations=4, logging_steps=1, save_steps=3,
-                     lambdas=LAMBDAS, learning_rate=1e-3, log_model=False, train_last_layers=None)
+    cfg = GrpoConfig(max_steps=3, prompts_per_step=2, logging_steps=1, save_steps=3, learning_rate=1e-3)
     return out, run_grpo(cfg, data_dir, sft_run[0], out, tracking_uri)
 
 
@@ -61,10 +59,9 @@ def test_sft_trains_and_saves_a_loadable_router(sft_run, tiny_model_dir):
 
 def test_grpo_moves_the_sft_weights(grpo_run, sft_run):
     out, metrics = grpo_run
-    assert metrics["global_step"] == 3
+    assert metrics["global_step"] == 3 and metrics["num_generations"] == 3  # the pool size
     assert changed(sft_run[0] / "model", out / "model")
-    rows = (out / "grpo_train.jsonl").read_text().splitlines()
-    assert len(rows) == 2 * metrics["n_prompts"] // 2 == 12 * len(LAMBDAS)
+    assert metrics["n_prompts"] == 12 * len(LAMBDAS)
 
 
 def test_mlflow_has_named_runs_with_curves_and_the_registered_router(sft_run, grpo_run, tracking_uri):
@@ -75,10 +72,10 @@ def test_mlflow_has_named_runs_with_curves_and_the_registered_router(sft_run, gr
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
     assert {"sft", "grpo"} <= set(runs)
     sft, grpo = runs["sft"], runs["grpo"]
-    assert sft.data.tags["stage"] == "sft" and grpo.data.params["lambdas"] == "(0.0, 2.0)"
+    assert sft.data.tags["stage"] == "sft" and grpo.data.tags["lambdas"] == "0,2"
     assert len(client.get_metric_history(sft.info.run_id, "loss")) == 3  # steps 10, 20, 30
-    for key in ("reward", "rewards/correctness/mean", "rewards/energy_penalty/mean", "rewards/format/mean",
-                "kl", "choices/small", "choices/invalid", "chosen_norm_energy/lam_0"):
+    for key in ("reward", "rewards/correctness/mean", "rewards/energy_penalty/mean",
+                "choices/small", "choices/invalid", "chosen_norm_energy/lam_0"):
         assert key in grpo.data.metrics, key
     shares = sum(grpo.data.metrics[f"choices/{c}"] for c in ("large", "mid", "small", "invalid"))
     assert shares == pytest.approx(1.0)
@@ -115,7 +112,7 @@ class FirstStep(TrainerCallback):
 
 
 def test_sft_resumes_from_the_last_checkpoint_after_a_kill(data_dir, tiny_model_dir, tmp_path):
-    cfg = SftConfig(max_steps=4, batch_size=8, save_steps=2, logging_steps=2, log_model=False)
+    cfg = SftConfig(max_steps=4, batch_size=8, save_steps=2, logging_steps=2)
     with pytest.raises(RuntimeError, match="simulated kill"):
         run_sft(cfg, data_dir, tiny_model_dir, tmp_path, callbacks=[KillAt(3)])
     assert not (tmp_path / "model").exists()
@@ -129,19 +126,10 @@ def test_sft_resumes_from_the_last_checkpoint_after_a_kill(data_dir, tiny_model_
 
 
 def test_only_the_top_layers_train_when_asked(data_dir, tiny_model_dir, tmp_path):
-    cfg = SftConfig(max_steps=2, batch_size=8, learning_rate=1e-2, save_steps=50, log_model=False,
-                    train_last_layers=1)
+    cfg = SftConfig(max_steps=2, batch_size=8, learning_rate=1e-2, save_steps=50, train_last_layers=1)
     metrics = run_sft(cfg, data_dir, tiny_model_dir, tmp_path)
     before = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir)).state_dict()
     after = AutoModelForCausalLM.from_pretrained(str(tmp_path / "model")).state_dict()
     moved = {k for k in before if not torch.equal(before[k], after[k])}
     assert moved and all(".layers.1." in k or k == "model.norm.weight" for k in moved)
-    assert metrics["trainable_params"] < metrics["total_params"]
-
-
-def test_lora_is_merged_into_plain_weights(data_dir, tiny_model_dir, tmp_path):
-    cfg = SftConfig(max_steps=2, batch_size=8, learning_rate=1e-2, save_steps=50, log_model=False,
-                    lora=LoraParams(r=4, alpha=8))
-    run_sft(cfg, data_dir, tiny_model_dir, tmp_path)
-    assert not (tmp_path / "model" / "adapter_config.json").exists()
-    assert changed(tiny_model_dir, tmp_path / "model")
+    assert metrics["trainable_params"] < metrics["total_params"] and metrics["frozen_layers"] == 1

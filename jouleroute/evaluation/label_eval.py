@@ -18,7 +18,7 @@
 Label accuracy rewards guessing the dominant label (usually the cheapest candidate), so a
 constant guess is hard to beat on it even for a good router. The objective the labels and
 the GRPO reward share is the per-query utility ``correct − λ·norm_energy``
-(:mod:`jouleroute.training.utility`), so each λ also reports the mean held-out utility of
+(:mod:`jouleroute.routing.utility`), so each λ also reports the mean held-out utility of
 
 * ``router_utility``: the router's choices (a choice outside the pool scores −1 − λ);
 * ``majority_utility``: always the majority label;
@@ -43,8 +43,8 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from jouleroute.routing.base import Router
-from jouleroute.training.prompts import format_lambda
-from jouleroute.training.utility import utilities
+from jouleroute.routing.lm_spec import format_lambda
+from jouleroute.routing.utility import utilities
 
 TRIVIAL_POLICIES = ("majority_utility", "best_constant_utility", "random_utility")
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from jouleroute.routing.base import Router, RoutingDecisions
-from jouleroute.training.label_eval import label_accuracy
+from jouleroute.evaluation.label_eval import label_accuracy
 
 ENERGY = {"small": 1.0, "large": 4.0}
 

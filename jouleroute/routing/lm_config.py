@@ -1,0 +1,26 @@
+"""Typed params of LM-router inference (the ``router`` section of params.yaml)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from jouleroute.strict import StrictModel
+
+Precision = Literal["auto", "fp32", "bf16"]  # auto: bf16 on CUDA, fp32 on CPU
+Device = Literal["auto", "cpu", "cuda"]
+
+
+class RouterConfig(StrictModel):
+    """Inference with a trained router (jouleroute.routing.lm_router.LMRouter)."""
+
+    batch_size: int = Field(default=16, ge=1)
+    lam: float = Field(default=0.5, ge=0)  # energy weight when route() is not given one
+    # how a batch window's energy is split across its queries (latency: each query waited the window)
+    overhead_split: Literal["even", "tokens"] = "tokens"
+    device: Device = "auto"
+    precision: Precision = "auto"
+    # torch CPU threads while routing (null: torch's default). On a 2-core box shared with
+    # another job two threads made CPU generation slower than one (benchmarks/README.md).
+    threads: int | None = Field(default=None, ge=1)
