@@ -61,6 +61,7 @@ def study_report_command(ctx: StageContext, args: argparse.Namespace | None = No
     lines += _lm_mix(report, view, out.parent)
     lines += _heldout(ctx.path("grpo_dir") / "metrics.json")
     lines += _sft_vs_grpo(ctx.path("grpo_dir") / "metrics.json")
+    lines += _costs(ctx)
     if meta:
         lines += ["", f"Replay import: {meta.get('rows', '?')} rows, {meta.get('queries', '?')} queries, "
                       f"excluded (closed, no energy reference): {meta.get('excluded_models', [])}."]
@@ -91,8 +92,9 @@ def _targets(report: dict, routers: dict, singles: dict, best_name: str, view: s
                f"{verdict(len(points) >= 4 and lam_star is not None)} ({len(points)} points; λ* = "
                f"{'none' if lam_star is None else f'{lam_star:.3g}'}).")
     if top is not None and lm_aiq is not None:
+        ratio = f"{lm_aiq / baselines[top]:.3f} ×" if baselines[top] > 0 else "best baseline AIQ is 0"
         out.append(f"- Stretch: LM AIQ ≥ 1.05 × the best baseline's: {verdict(lm_aiq >= 1.05 * baselines[top])} "
-                   f"({lm_aiq / baselines[top]:.3f} ×).")
+                   f"({ratio}).")
     ok = {n: s for n, s in lm.items() if s["accuracy"] >= best["accuracy"] - TARGET_ACC_POINTS
           and s["j_per_query"] <= TARGET_ENERGY_SHARE * best["j_per_query"]}
     closest = max(lm, key=lambda n: lm[n]["accuracy"])
@@ -137,6 +139,20 @@ def _lm_mix(report: dict, view: str, out_dir: Path) -> list[str]:
     fig.savefig(out_dir / "replay-study-lm-mix.png", dpi=110)
     plt.close(fig)
     return lines
+
+
+def _costs(ctx: StageContext) -> list[str]:
+    """Training cost on this machine, read from the stages' metrics.json."""
+    sft_path, grpo_path = ctx.path("sft_dir") / "metrics.json", ctx.path("grpo_dir") / "metrics.json"
+    if not (sft_path.exists() and grpo_path.exists()):
+        return []
+    sft, grpo = json.loads(sft_path.read_text()), json.loads(grpo_path.read_text())
+    return ["", "## Training cost (this run)", "",
+            f"SFT on {sft.get('n_queries', '?')} train queries: trunk features {sft.get('trunk_features_s', 0):.0f} s "
+            f"(computed once; 0 when read from the cache), {sft.get('global_step', '?')} steps in "
+            f"{sft.get('train_s', 0):.0f} s, training the top {sft.get('trained_layers', '?')} of "
+            f"{sft.get('trained_layers', 0) + sft.get('frozen_layers', 0)} layers. GRPO: {grpo.get('global_step', '?')} "
+            f"steps in {grpo.get('train_s', 0):.0f} s."]
 
 
 def _beats_constant_line(by_lambda: dict) -> str:

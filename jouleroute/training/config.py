@@ -90,19 +90,26 @@ class SftConfig(_TrainParams):
 class GrpoConfig(_TrainParams):
     """GRPO from the SFT checkpoint (TRL GRPOTrainer): one-token actions, one prompt per (train query, λ)."""
 
-    learning_rate: float = Field(default=2e-5, gt=0)
+    learning_rate: float = Field(default=1e-5, gt=0)
     max_steps: int = Field(default=200, ge=1)
     logging_steps: int = Field(default=10, ge=1)
     save_steps: int = Field(default=50, ge=1)
     train_last_layers: int | None = Field(default=2, ge=1)
     # λ values GRPO samples per prompt (null: router_data.lambdas); must lie inside that trained grid
     lambdas: tuple[float, ...] | None = None
-    rewards: dict[str, float] = {"correctness": 1.0, "energy_penalty": 1.0}
+    # expected_correctness: the outcome shrunk toward the task prior (lower variance than the 0/1
+    # outcome, the quantity the SFT labels maximize); "correctness" rewards the realized outcome
+    rewards: dict[str, float] = {"expected_correctness": 1.0, "energy_penalty": 1.0}
     energy_norm: EnergyNorm = "max"
     num_generations: int | None = Field(default=None, ge=2)  # null: the pool size (every candidate can be tried)
     prompts_per_step: int = Field(default=4, ge=1)  # completions per step = prompts x num_generations
-    temperature: float = Field(default=1.0, gt=0)
+    # < 1 keeps the sampled policy close to the argmax the router deploys
+    temperature: float = Field(default=0.5, gt=0)
     beta: float = Field(default=0.0, ge=0)  # KL weight toward the SFT model (0: no reference model)
+    # How advantages are scaled. "group" (TRL's default) divides by each group's reward std: on a query
+    # every candidate answers, rewards differ only by λ·energy, so a tiny std turns energy noise into
+    # full-size advantages. "batch" divides by the batch std, "none" does not scale (Dr. GRPO).
+    scale_rewards: Literal["group", "batch", "none"] = "batch"
     # keep the SFT weights when GRPO lowers the mean held-out (val) utility; both are reported
     keep_best_on_val: bool = True
 

@@ -88,17 +88,21 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, trac
     for i, row in enumerate(rows):
         correct = _by_label(spec, row["correct_by_candidate"], "correct_by_candidate", source, i + 1)
         energy = _by_label(spec, row["energy_by_candidate"], "energy_by_candidate", source, i + 1)
+        expected = _by_label(spec, row.get("expected_correct_by_candidate") or row["correct_by_candidate"],
+                             "expected_correct_by_candidate", source, i + 1)
         for j, lam in enumerate(lambdas):
             text = marked_prompt(setup, row, f"{i}:{j}")
             cache.register(setup.tokenizer(text=[text])["input_ids"][0], i, lam)  # exactly as TRL tokenizes
             prompts.append({"prompt": text, "lam": float(lam), "query_id": row["query_id"],
-                            "correct_by_candidate": correct, "energy_by_candidate": energy})
+                            "correct_by_candidate": correct, "energy_by_candidate": energy,
+                            "expected_correct_by_candidate": expected})
     funcs, weights = build_rewards(cfg.rewards, cfg.energy_norm)
     funcs[0] = track_choices(funcs[0], spec, cfg.energy_norm)
     args = GRPOConfig(
         **trainer_kwargs(cfg, out_dir, setup.device, run_name="grpo"),
         per_device_train_batch_size=cfg.prompts_per_step * generations, num_generations=generations,
         max_completion_length=1, temperature=cfg.temperature, beta=cfg.beta, reward_weights=weights,
+        scale_rewards=cfg.scale_rewards,
         log_completions=False,
     )
     resume = resume_point(out_dir, cfg, [source, *sorted(sft_model.glob("*.safetensors"))])

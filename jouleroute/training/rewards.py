@@ -67,6 +67,17 @@ def correctness(completions: Sequence[Any], correct_by_candidate: Sequence[Any],
     return [float(table[c]) if c is not None else 0.0 for c, table in _choices(completions, correct_by_candidate, "correct_by_candidate")]
 
 
+def expected_correctness(completions: Sequence[Any], expected_correct_by_candidate: Sequence[Any],
+                         **_: Any) -> list[float | None]:
+    """The named candidate's posterior-mean correctness on this query (invalid: 0.0).
+
+    ``(correct + k·prior) / (1 + k)``: the one observed outcome shrunk toward the candidate's TRAIN
+    accuracy on the task (router_data's ``prior_strength``), the quantity the SFT labels maximize.
+    """
+    return [float(table[c]) if c is not None else 0.0
+            for c, table in _choices(completions, expected_correct_by_candidate, "expected_correct_by_candidate")]
+
+
 def energy_penalty(
     completions: Sequence[Any],
     energy_by_candidate: Sequence[Any],
@@ -91,6 +102,7 @@ def format_reward(completions: Sequence[Any], correct_by_candidate: Sequence[Any
 
 REWARDS: dict[str, RewardFn] = {
     "correctness": correctness,
+    "expected_correctness": expected_correctness,
     "energy_penalty": energy_penalty,
     "format": format_reward,
 }

@@ -177,7 +177,10 @@ def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDat
                 "correct_by_candidate": outcome["correct"], "energy_by_candidate": outcome["energy"]}
 
     train_outcomes = _outcomes(train, cfg.energy_column, train)
-    train_rows = [{**row(qid, o), "labels": {format_lambda(lam): label(o, lam) for lam in cfg.lambdas}}
+    k = cfg.prior_strength  # GRPO's expected_correctness reward: the outcome shrunk toward the task prior
+    train_rows = [{**row(qid, o), "labels": {format_lambda(lam): label(o, lam) for lam in cfg.lambdas},
+                   "expected_correct_by_candidate": {c: (o["correct"][c] + k * o["prior"][c]) / (1 + k)
+                                                     for c in candidates}}
                   for qid, o in train_outcomes.items()]
     val = profile[profile["split"] == "val"]
     val_ids = sorted(val["query_id"].unique())

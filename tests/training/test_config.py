@@ -28,7 +28,7 @@ def test_unknown_keys_are_rejected(model, bad):
 
 
 def test_unknown_reward_name_lists_valid_ones():
-    with pytest.raises(ValidationError, match="valid: correctness, energy_penalty, format"):
+    with pytest.raises(ValidationError, match="valid: correctness, energy_penalty, expected_correctness, format"):
         GrpoConfig(rewards={"correctness": 1.0, "brevity": 1.0})
 
 

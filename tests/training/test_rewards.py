@@ -83,3 +83,11 @@ def test_weighted_sum_equals_the_utility_that_defines_sft_labels():
     for cid in CORRECT:
         total = sum(w * f([cid], **{k: v[:1] for k, v in columns(0.5).items()})[0] for f, w in zip(funcs, weights))
         assert total == pytest.approx(CORRECT[cid] - 0.5 * normalize_energy(ENERGY, "max")[cid])
+
+
+def test_expected_correctness_reads_the_shrunk_outcome_of_the_named_candidate():
+    from jouleroute.training.rewards import expected_correctness
+
+    table = {"small": 0.25, "mid": 0.6, "large": 0.9}
+    got = expected_correctness(COMPLETIONS, expected_correct_by_candidate=[table] * N)
+    assert got == [0.25, 0.9, 0.0, 0.6, 0.0]

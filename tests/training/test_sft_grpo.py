@@ -74,7 +74,7 @@ def test_mlflow_has_named_runs_with_curves_and_the_registered_router(sft_run, gr
     sft, grpo = runs["sft"], runs["grpo"]
     assert sft.data.tags["stage"] == "sft" and grpo.data.tags["lambdas"] == "0,2"
     assert len(client.get_metric_history(sft.info.run_id, "loss")) == 3  # steps 10, 20, 30
-    for key in ("reward", "rewards/correctness/mean", "rewards/energy_penalty/mean",
+    for key in ("reward", "rewards/expected_correctness/mean", "rewards/energy_penalty/mean",
                 "choices/small", "choices/invalid", "chosen_norm_energy/lam_0"):
         assert key in grpo.data.metrics, key
     shares = sum(grpo.data.metrics[f"choices/{c}"] for c in ("large", "mid", "small", "invalid"))
