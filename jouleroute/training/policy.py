@@ -12,7 +12,8 @@ fused_lm_head=True)`` (per-token log-probabilities of the completion) and, for G
   tokens: the decision rule of ``jouleroute.routing.lm_spec`` made stochastic. Sampling
   is restricted to label tokens, so every completion is a valid candidate.
 * An SFT row stands for one query at *every* λ of the grid: its log-likelihood is the
-  mean over the grid of ``log π_λ(label_λ | x)`` (all λ of a query in one pass).
+  mean over the grid of ``log π_λ(label_λ | x)``, or of ``Σ_c q_λ(c) log π_λ(c | x)`` for
+  soft targets (all λ of a query in one pass).
 
 Only the last prompt position matters for a one-token action, so positions after it get
 no score; the layout of the returned ``log_probs`` matches TRL's fused LM head.
@@ -39,7 +40,8 @@ class PolicyCache:
     temperature: float = 1.0
     keys: dict[tuple[int, ...], tuple[int, float]] = field(default_factory=dict)  # token ids -> (query, λ)
     sft_lambdas: torch.Tensor | None = None  # [grid]
-    sft_targets: torch.Tensor | None = None  # [queries, grid] label index per λ
+    # [queries, grid] label index per λ (hard targets), or [queries, grid, labels] distributions (soft)
+    sft_targets: torch.Tensor | None = None
 
     def register(self, token_ids: Sequence[int], query: int, lam: float) -> None:
         self.keys[tuple(int(t) for t in token_ids)] = (query, float(lam))
@@ -99,7 +101,11 @@ class _CachedRouterPolicy:
             tilt = grid[None, :, None] * cache.utility_scale * cache.energy[queries].to(z)[:, None, :]
             logp_grid = torch.log_softmax(z[:, None, :] - tilt, dim=-1)  # [rows, grid, labels]
             targets = cache.sft_targets[queries]
-            row_logp = logp_grid.gather(-1, targets[..., None]).squeeze(-1).mean(dim=1)
+            if targets.dim() == 3:  # soft: cross-entropy against the target distribution at each λ
+                row_logp = (targets.to(logp_grid) * logp_grid).sum(-1).mean(dim=1)
+                targets = targets.argmax(dim=-1)
+            else:
+                row_logp = logp_grid.gather(-1, targets[..., None]).squeeze(-1).mean(dim=1)
             top1 = (logp_grid.argmax(dim=-1) == targets).float().mean(dim=1)
             entropy = -(logp_grid.exp() * logp_grid).sum(-1).mean(dim=1)
         else:  # GRPO: the sampled action at the row's λ

@@ -59,6 +59,32 @@ def label_targets(spec: RouterSpec, rows: Sequence[dict], source: Path) -> torch
     return torch.tensor(targets, dtype=torch.long)
 
 
+def soft_targets(spec: RouterSpec, rows: Sequence[dict], source: Path) -> torch.Tensor:
+    """[queries, grid, candidates]: ``softmax_c(s · (p̂_c − λ·ê_c))`` per query and λ of the grid.
+
+    ``p̂`` is the query's outcome shrunk toward the task prior (router_data's
+    ``expected_correct_by_candidate``), ``ê`` its per-query normalized energy, ``s`` the spec's
+    ``utility_scale``. The decision rule's policy ``softmax(z − λ·s·ê)`` matches these targets
+    exactly when ``z = s·p̂``: the logits learn each candidate's success on the utility scale,
+    so λ trades against them as it should. Hard argmax labels instead push the logits apart
+    without bound, and the λ term then barely moves the choice.
+    """
+    from jouleroute.routing.utility import normalize_energy
+
+    out = torch.zeros((len(rows), len(spec.lambdas), len(spec.candidates)))
+    for i, row in enumerate(rows):
+        p = row.get("expected_correct_by_candidate")
+        if p is None or set(p) != set(spec.candidates):
+            raise ValueError(f"{source}: row {i + 1} (query_id={row.get('query_id')}): field "
+                             "'expected_correct_by_candidate' must cover every candidate; rerun router_data")
+        energy = normalize_energy(row["energy_by_candidate"], spec.energy_norm)
+        prob = torch.tensor([float(p[c]) for c in spec.candidates])
+        cost = torch.tensor([energy[c] for c in spec.candidates])
+        for j, lam in enumerate(spec.lambdas):
+            out[i, j] = torch.softmax(spec.utility_scale * (prob - lam * cost), dim=0)
+    return out
+
+
 def _weights(model: str | Path) -> list[Path]:
     """The base model's weight files (fingerprinted for resume); none for a hub id."""
     folder = Path(model)
@@ -80,9 +106,10 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
     rows = read_jsonl(source)
     spec = RouterSpec.load(data_dir)
     targets = label_targets(spec, rows, source)
+    fit = soft_targets(spec, rows, source) if cfg.targets == "soft" else targets
     setup = load_setup(base_model_dir, spec, rows, cfg.train_last_layers, cfg.device, cache_dir)
     cache = policy_cache(setup, rows)
-    cache.sft_lambdas, cache.sft_targets = torch.tensor(spec.lambdas, dtype=torch.float32), targets
+    cache.sft_lambdas, cache.sft_targets = torch.tensor(spec.lambdas, dtype=torch.float32), fit
     examples = []
     for i, row in enumerate(rows):
         ids = setup.tokenizer(marked_prompt(setup, row, str(i)), add_special_tokens=False)["input_ids"]

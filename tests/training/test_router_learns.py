@@ -52,7 +52,7 @@ def trained(tmp_path_factory):
     run_router_data(profile, queries, RouterDataConfig(), root / "data")
     run_sft(SftConfig(epochs=40, learning_rate=1e-2, batch_size=8, save_steps=10_000), root / "data", base,
             root / "sft")
-    run_grpo(GrpoConfig(max_steps=30, learning_rate=3e-3, save_steps=10_000), root / "data", root / "sft",
+    run_grpo(GrpoConfig(max_steps=30, learning_rate=1e-3, save_steps=10_000), root / "data", root / "sft",
              root / "grpo")
     return root, queries[queries.split == "test"].reset_index(drop=True)
 
@@ -102,3 +102,18 @@ def test_grpo_raises_the_mean_reward(tmp_path):
     before = expected_reward(untrained, rows, cfg.lambdas)
     after = expected_reward(tmp_path / "grpo" / "model", rows, cfg.lambdas)
     assert after > before + 0.05, (before, after)
+
+
+def test_soft_targets_also_learn_the_switch(tmp_path):
+    """SFT on softmax(s·(p̂ − λ·ê)) targets: calibrated logits put the switch at the same λ."""
+    profile, queries = flip_tables({"train": 12, "val": 2, "test": 4})
+    corpus = [f"A {level} question about {t}." for level in ("easy", "hard") for t in TOPICS] * 3
+    base = build_tiny_model(tmp_path / "base", corpus=corpus, init_scale=0.5)
+    run_router_data(profile, queries, RouterDataConfig(), tmp_path / "data")
+    run_sft(SftConfig(epochs=40, learning_rate=1e-2, batch_size=8, save_steps=10_000, targets="soft"),
+            tmp_path / "data", base, tmp_path / "sft")
+    test = queries[queries.split == "test"].reset_index(drop=True)
+    router = LMRouter(tmp_path / "sft" / "model")
+    hard = test.question.str.contains("hard").to_numpy()
+    assert set(np.array(router.route(test, lam=0.5).candidate_ids)[hard]) == {"big"}
+    assert set(np.array(router.route(test, lam=2.0).candidate_ids)[hard]) == {"cheap"}
