@@ -49,10 +49,34 @@ def meter_overhead() -> None:
     print()
 
 
+def router_scoring() -> None:
+    data = json.loads((RESULTS / "router_scoring.json").read_text())
+    print(f"### LM router: one-pass scoring vs generate (`results/router_scoring.json`, {data['queries']} queries)\n")
+    print(conditions_line(data["conditions"]) + "\n")
+    print("| generate routings/s | scoring routings/s | speed-up (target >= 10) | 7-λ sweep / one pass (target <= 2) "
+          "| old 7-λ sweep / new 7-λ sweep |")
+    print("|---|---|---|---|---|")
+    print(f"| {data['generate_routings_per_s']:.2f} | {data['scoring_routings_per_s']:.2f} | "
+          f"{data['speedup_scoring_vs_generate']:.2f}x | {data['sweep_7_lambdas_over_one_pass']:.2f} | "
+          f"{data['generate_sweep_7_lambdas_over_scoring_sweep']:.1f}x |\n")
+
+
+def study_end_to_end() -> None:
+    data = json.loads((RESULTS / "study_end_to_end.json").read_text())
+    print("### `make study` stage by stage (`results/study_end_to_end.json`, setup excluded)\n")
+    print("| stage | s |\n|---|---|")
+    for stage, seconds in data["stages_s"].items():
+        print(f"| {stage} | {seconds} |")
+    print(f"| **total** | **{data['total_s']}** ({data['ratio_to_target']:.2f} of the {data['target_s'] // 60}-min "
+          f"target; load {data['load_avg_1m_before']} before, {data['cpus']} CPUs) |\n")
+
+
 if __name__ == "__main__":
     try:
         for path in sorted(RESULTS.glob("batching*.json")):
             batching(path.name)
         meter_overhead()
+        router_scoring()
+        study_end_to_end()
     except FileNotFoundError as error:
         print(f"(no results yet: {error.filename})\n")
