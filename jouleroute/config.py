@@ -11,6 +11,7 @@ from jouleroute.backends.config import BackendConfig
 from jouleroute.benchmarks.config import PrepareConfig
 from jouleroute.energy.config import EnergyConfig
 from jouleroute.evaluation.config import EvaluateConfig
+from jouleroute.gateway.config import GatewayConfig
 from jouleroute.paths import PathsConfig
 from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.replay.config import ImportConfig, ReplayConfig
@@ -46,6 +47,7 @@ class Params(StrictModel):
     baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)  # `jouleroute serve`
     replay: ReplayConfig | None = None
     import_outcomes: ImportConfig | None = None  # `import` is a Python keyword
 
@@ -60,6 +62,9 @@ class Params(StrictModel):
         for i, cand in enumerate(self.pool):
             if cand.model not in self.models:
                 raise ValueError(f"pool.{i}.model: '{cand.model}' is not a key of `models` ({sorted(self.models)})")
+            if cand.answer_style == "loglik" and self.backend.kind != "transformers":
+                raise ValueError(f"pool.{i}.answer_style: 'loglik' needs backend.kind 'transformers' (the "
+                                 f"'{self.backend.kind}' backend cannot score log-likelihoods); use 'direct' or 'cot'")
         return self
 
     @model_validator(mode="after")
@@ -100,5 +105,35 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         lines = [f"{path}: {len(exc.errors())} problem(s)"]
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"]) or "<top>"
+            if err["type"] == "extra_forbidden":
+                lines.append(f"  - {where}: unknown {'section' if len(err['loc']) == 1 else 'key'}"
+                             f"{did_you_mean(err['loc'])}")
+                continue
             lines.append(f"  - {where}: {err['msg']} (got {err.get('input')!r:.80})")
         raise ParamsError("\n".join(lines)) from None
+
+
+def did_you_mean(loc: tuple) -> str:
+    """' (did you mean 'lam'?)' for an unknown key at ``loc``, from the known keys of the model it sits in."""
+    import difflib
+    import typing
+
+    from pydantic import BaseModel
+
+    model: type = Params
+    for part in loc[:-1]:
+        if isinstance(part, int) or not (isinstance(model, type) and issubclass(model, BaseModel)):
+            continue  # list index / dict key: the item model was already chosen below
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None:
+            return ""
+        kinds = [field.annotation, *typing.get_args(field.annotation)]
+        kinds += [a for k in kinds for a in typing.get_args(k)]  # list[X] / dict[str, X] / X | None
+        model = next((k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)), None)
+        if model is None:
+            return ""
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return ""
+    known = [f.alias or n for n, f in model.model_fields.items()]
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(sorted(known))})"

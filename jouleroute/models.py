@@ -155,10 +155,11 @@ def convert_gguf(name: str, spec: ModelSpec, target: Path) -> dict:
         "architecture": type(model).__name__,
         "parameters": sum(p.numel() for p in model.parameters()),
         "has_chat_template": bool(getattr(tokenizer, "chat_template", None)),
-        "convert_s": round(time.perf_counter() - started, 2),
-        "gguf_load_s": round(load_s, 2),
     }
+    # No timings in the file: the folder must be byte-identical across conversions (its hash is a
+    # DVC dependency of every stage that loads it). They are returned and logged instead.
     (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+    manifest = manifest | {"convert_s": round(time.perf_counter() - started, 2), "gguf_load_s": round(load_s, 2)}
     # Rename last so an interrupted run never leaves a folder that looks complete.
     if target.exists():
         _remove_tree(target)

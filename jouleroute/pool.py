@@ -44,6 +44,24 @@ class CandidateSpec(StrictModel):
     candidate_id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     model: str  # key into params `models`
     prompt_style: Literal["chat", "fewshot"]  # zero-shot chat, or few-shot completion (base models)
-    answer_style: Literal["direct", "cot"]  # answer at once, or reason step by step first
+    # direct: answer at once; cot: reason step by step first; loglik: multiple-choice rows are answered by
+    # the best length-normalised log-likelihood of each choice (no decoding, never invalid), free-form rows
+    # (GSM8K, MATH-500, free-form BBH) by generation in `freeform_style` (jouleroute/benchmarks/cloze.py).
+    answer_style: Literal["direct", "cot", "loglik"]
+    freeform_style: Literal["direct", "cot"] = "direct"
+    fewshot_k: int | None = Field(default=None, ge=0, le=8,
+                                  description="solved exemplars per prompt; default 3 for fewshot prompts, 0 for "
+                                              "loglik cloze prompts of chat models")
     max_new_tokens: int = Field(gt=0, le=4096)
     batch_size: int = Field(default=8, gt=0, le=1024)
+
+    @property
+    def generation_style(self) -> str:
+        """The answer style of generated answers (free-form rows of a loglik candidate)."""
+        return self.freeform_style if self.answer_style == "loglik" else self.answer_style
+
+    @property
+    def exemplar_count(self) -> int:
+        if self.fewshot_k is not None:
+            return self.fewshot_k
+        return 3 if self.prompt_style == "fewshot" else 0

@@ -3,13 +3,20 @@ latency, tokens, power and energy are recorded.
 
 Batches run inside meter windows. A window's energy is split over its requests
 by ``jouleroute.energy.attribute_window`` (rule stored per row in
-``energy_attribution``). Idle power is measured once per run, before any model
-loads, and kept in the run state so a resumed run uses the same figure.
+``energy_attribution``). Idle power is measured once per run and process, before
+that process loads a model, and recorded with every shard and in the run state.
+
+The work is cut into jobs (``plan_tournament``): consecutive batches of one
+candidate, at the serial run's batch boundaries. ``run_job`` runs one job where it
+is called (here, or a Dask worker through ``flows/tournament.py``), metered there;
+``finish_tournament`` checks every pair is there once and writes the profile.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +25,7 @@ from typing import Callable, Sequence
 import pandas as pd
 from pydantic import Field
 
-from jouleroute.backends import BackendConfig, GenRequest, make_backend
+from jouleroute.backends import BackendConfig, GenRequest, LoglikRequest, answer_requests, make_backend
 from jouleroute.benchmarks import get_task
 from jouleroute.energy import EnergyConfig, attribute_window, attribution_rule, make_meter
 from jouleroute.pool import CandidateSpec, ModelSpec
@@ -35,6 +42,9 @@ class TournamentConfig(StrictModel):
     seed: int = 0
     warmup_batches: int = Field(default=1, ge=0, description="batches run before measuring, outside any window")
     splits: list[str] = Field(default_factory=lambda: ["train", "val", "test"])
+    dask_address: str | None = Field(
+        default=None, description="Dask scheduler the Prefect flow runs the shards on (`jouleroute-flow run`, "
+                                  "docs/orchestration.md); `jouleroute tournament` and `dvc repro` ignore it")
 
 
 @dataclass
@@ -51,13 +61,21 @@ class TournamentInputs:
     data_dir: Path  # benchmark files, for few-shot exemplars
 
 
-def build_request(row: pd.Series, candidate: CandidateSpec, data_dir: Path) -> GenRequest:
+def build_request(row: pd.Series, candidate: CandidateSpec, data_dir: Path) -> GenRequest | LoglikRequest:
+    """What the candidate is sent for this row: a log-likelihood request for a multiple-choice row of a
+    ``loglik`` candidate, otherwise a generation request in the candidate's (free-form) style."""
     task = get_task(row["task"])
+    if candidate.answer_style == "loglik":
+        scored = task.loglik_request(row, candidate.exemplar_count, data_dir=data_dir)
+        if scored is not None:
+            return scored
+    style = candidate.generation_style
     if candidate.prompt_style == "chat":
-        return GenRequest(prompt=None, messages=task.chat_messages(row, candidate.answer_style),
+        return GenRequest(prompt=None, messages=task.chat_messages(row, style),
                           max_new_tokens=candidate.max_new_tokens, stop=[])
-    return GenRequest(prompt=task.fewshot_prompt(row, candidate.answer_style, data_dir=data_dir), messages=None,
-                      max_new_tokens=candidate.max_new_tokens, stop=list(task.stop_sequences(candidate.answer_style)))
+    prompt = task.fewshot_prompt(row, style, k=candidate.exemplar_count, data_dir=data_dir)
+    return GenRequest(prompt=prompt, messages=None, max_new_tokens=candidate.max_new_tokens,
+                      stop=list(task.stop_sequences(style)))
 
 
 def config_hash(inp: TournamentInputs) -> str:
@@ -78,9 +96,42 @@ def candidate_key(candidate: CandidateSpec, model: ModelSpec) -> str:
     return f"{candidate.candidate_id}-{stable_hash([candidate.model_dump(), model.model_dump()], 8)}"
 
 
-def run_tournament(inp: TournamentInputs, run_id: str, progress: ProgressFactory | None = None) -> pd.DataFrame:
-    """Run (or resume) the tournament; write and return the profile."""
-    _seed(inp.config.seed)
+@dataclass(frozen=True)
+class ShardJob:
+    """Consecutive batches of one candidate, in the serial run's order: the unit one worker runs.
+
+    Batches are cut exactly as a serial run cuts them, so a distributed run feeds the
+    model the same batches (same padding) and greedy outputs are identical.
+    """
+    candidate_id: str
+    key: str  # shard folder (candidate version)
+    batches: tuple[tuple[str, ...], ...]  # query ids per batch
+
+    @property
+    def n_pairs(self) -> int:
+        return sum(len(b) for b in self.batches)
+
+
+@dataclass
+class TournamentPlan:
+    queries: pd.DataFrame
+    keys: dict[str, str]  # candidate_id -> shard folder
+    jobs: list[ShardJob]
+    done_pairs: int
+    store: ShardStore
+    state: dict
+
+
+# Runs the jobs somewhere (in this process by default; flows/ runs them as Prefect tasks on Dask) and
+# returns their shard reports.
+JobRunner = Callable[[TournamentInputs, list[ShardJob], str], list[dict]]
+
+
+def plan_tournament(inp: TournamentInputs, run_id: str, batches_per_job: int | None = None) -> TournamentPlan:
+    """Open the shard store (quarantining corrupt files), and cut what is left into jobs.
+
+    ``batches_per_job=None``: one job per candidate (the serial run).
+    """
     queries = inp.queries[inp.queries["split"].isin(inp.config.splits)]
     queries = queries.sort_values(["task", "query_id"]).reset_index(drop=True)  # fixed order; similar prompts batch together
     store = ShardStore(inp.shards_dir)
@@ -88,52 +139,115 @@ def run_tournament(inp: TournamentInputs, run_id: str, progress: ProgressFactory
     keys = {c.candidate_id: candidate_key(c, inp.models[c.model]) for c in inp.pool}
     store.prune(list(keys.values()))
     done = store.done_pairs(list(keys.values()))
-    todo = {c.candidate_id: queries[[(q, c.candidate_id) not in done for q in queries["query_id"]]] for c in inp.pool}
-    logger.info("tournament: %d queries x %d candidates, %d pairs already done", len(queries), len(inp.pool), len(done))
-    meter = make_meter(inp.energy)
-    idle_w = 0.0
-    if any(len(t) for t in todo.values()):
-        # Idle power once per run, before any model is loaded; every row of this run records it.
-        idle_w = meter.measure_idle_power_w(inp.energy.idle_seconds)
-        state.setdefault("runs", []).append({"run_id": run_id, "idle_power_w": idle_w, "meter": meter.source,
-                                             "device": meter.device_info()})
-        store.save_state(state)
+    jobs = []
     for candidate in inp.pool:
-        pending = todo[candidate.candidate_id]
-        if not pending.empty:
-            _run_candidate(inp, candidate, keys[candidate.candidate_id], pending, store, meter, idle_w, run_id, progress)
-    profile = store.read_all(list(keys.values()))
-    profile = profile[profile["query_id"].isin(set(queries["query_id"]))]
-    _check_complete(profile, queries, inp.pool)
+        pending = [q for q in queries["query_id"] if (q, candidate.candidate_id) not in done]
+        batches = [tuple(pending[i:i + candidate.batch_size]) for i in range(0, len(pending), candidate.batch_size)]
+        step = batches_per_job or max(len(batches), 1)
+        jobs += [ShardJob(candidate.candidate_id, keys[candidate.candidate_id], tuple(batches[i:i + step]))
+                 for i in range(0, len(batches), step)]
+    logger.info("tournament: %d queries x %d candidates, %d pairs already done, %d job(s) to run",
+                len(queries), len(inp.pool), len(done), len(jobs))
+    if jobs:
+        state.setdefault("runs", []).append({"run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        store.save_state(state)
+    return TournamentPlan(queries, keys, jobs, len(done), store, state)
+
+
+def run_tournament(inp: TournamentInputs, run_id: str, progress: ProgressFactory | None = None,
+                   run_jobs: JobRunner | None = None, batches_per_job: int | None = None) -> pd.DataFrame:
+    """Run (or resume) the tournament; write and return the profile.
+
+    ``run_jobs`` decides where the jobs run (default: here, one after the other).
+    """
+    _seed(inp.config.seed)
+    plan = plan_tournament(inp, run_id, batches_per_job)
+    if run_jobs is None:
+        reports = [r for job in plan.jobs for r in run_job(inp, job, run_id, progress)]
+    else:
+        reports = run_jobs(inp, plan.jobs, run_id) if plan.jobs else []
+    return finish_tournament(inp, plan, run_id, reports)
+
+
+def finish_tournament(inp: TournamentInputs, plan: TournamentPlan, run_id: str, reports: list[dict]) -> pd.DataFrame:
+    """Record who metered what, check every pair is there exactly once, write the profile."""
+    if plan.jobs:
+        run = plan.state["runs"][-1]
+        run["workers"] = {r["worker"]: {k: r[k] for k in ("idle_power_w", "meter", "device")} for r in reports}
+        run["shards"] = [{k: r[k] for k in ("shard", "worker", "rows", "energy_j", "window_s", "energy_source")}
+                         for r in reports]
+        if len(run["workers"]) == 1:  # the serial layout, kept for readers of earlier run states
+            run.update(next(iter(run["workers"].values())))
+        plan.store.save_state(plan.state)
+    profile = plan.store.read_all(list(plan.keys.values()))
+    profile = profile[profile["query_id"].isin(set(plan.queries["query_id"]))]
+    _check_complete(profile, plan.queries, inp.pool)
     profile = profile.sort_values(["candidate_id", "query_id"]).reset_index(drop=True)
     write_profile(profile, inp.profile_path)
     return profile
 
 
-def _run_candidate(inp, candidate, key, pending, store, meter, idle_w, run_id, progress) -> None:
-    spec = inp.models[candidate.model]
-    backend = make_backend(inp.backend, candidate.model, spec, inp.models_dir)
-    tick = progress(len(pending), candidate.candidate_id) if progress else (lambda n: None)
+# One meter per process and run: idle power is measured once, before this process loads any model,
+# on the device this process sees (a Dask worker per GPU meters its own GPU).
+_METERS: dict[str, tuple[object, float, dict]] = {}
+
+
+def _meter_for(energy: EnergyConfig, run_id: str):
+    if run_id not in _METERS:
+        meter = make_meter(energy)
+        idle_w = meter.measure_idle_power_w(energy.idle_seconds)
+        device = {**meter.device_info(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        _METERS.clear()  # a long-lived worker keeps only the current run's meter
+        _METERS[run_id] = (meter, idle_w, device)
+    return _METERS[run_id]
+
+
+def run_job(inp: TournamentInputs, job: ShardJob, run_id: str, progress: ProgressFactory | None = None) -> list[dict]:
+    """Run one job's batches in this process, metered here; write one shard per batch.
+
+    Idempotent: a batch whose shard exists (an earlier attempt of this job, on a worker
+    that was then lost) is skipped, and rewriting one replaces the file, so no pair is
+    ever stored twice.
+    """
+    _seed(inp.config.seed)
+    candidate = next(c for c in inp.pool if c.candidate_id == job.candidate_id)
+    store = ShardStore(inp.shards_dir)
+    store.config_hash = config_hash(inp)
+    todo = [b for b in job.batches if not store.path_for(job.key, list(b)).exists()]
+    if not todo:
+        return []
+    meter, idle_w, device = _meter_for(inp.energy, run_id)
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    rows_by_id = inp.queries.set_index("query_id", drop=False)
+    backend = make_backend(inp.backend, candidate.model, inp.models[candidate.model], inp.models_dir)
+    tick = progress(sum(len(b) for b in todo), candidate.candidate_id) if progress else (lambda n: None)
+    reports = []
     try:
-        batches = [pending.iloc[i:i + candidate.batch_size] for i in range(0, len(pending), candidate.batch_size)]
+        batches = [rows_by_id.loc[list(b)] for b in todo]
         for batch in batches[: inp.config.warmup_batches]:  # warm caches/kernels outside any window
-            backend.generate([build_request(row, candidate, inp.data_dir) for _, row in batch.head(2).iterrows()])
+            answer_requests(backend, [build_request(row, candidate, inp.data_dir) for _, row in batch.head(2).iterrows()])
         for batch in batches:
             requests = [build_request(row, candidate, inp.data_dir) for _, row in batch.iterrows()]
             with meter.window() as box:
                 started = time.perf_counter()
-                results = backend.generate(requests)
+                results = answer_requests(backend, requests)
             measurement = box[0]
             shares = attribute_window(measurement, [r.input_tokens for r in results],
                                       [r.output_tokens for r in results], idle_w, inp.energy.prefill_weight)
             rows = [_row(row, candidate, backend, res, share, measurement, idle_w, len(batch), run_id,
                          inp.energy.prefill_weight)
                     for (_, row), res, share in zip(batch.iterrows(), results, shares)]
-            store.write(key, rows)
+            path = store.write(job.key, rows, {"run_id": run_id, "worker": worker, "device": device,
+                                               "meter": measurement.source, "idle_power_w": idle_w})
+            reports.append({"shard": f"{job.key}/{path.name}", "worker": worker, "rows": len(rows),
+                            "energy_j": float(measurement.energy_j), "window_s": float(measurement.time_s),
+                            "energy_source": measurement.source, "idle_power_w": idle_w,
+                            "meter": measurement.source, "device": device})
             logger.debug("batch of %d in %.2fs", len(batch), time.perf_counter() - started)
             tick(len(batch))
     finally:
         backend.close()
+    return reports
 
 
 def _row(row, candidate, backend, res, share, measurement, idle_w, batch_size, run_id, prefill_weight) -> dict:

@@ -1,59 +1,294 @@
-"""MLflow helpers: one sqlite store under ``mlruns/``, runs tagged with their provenance."""
+"""MLflow, decided in one place: the store, the experiment, where artifacts go, stage runs, the registry.
+
+* The store is a sqlite file (``paths.mlflow_db``); artifacts live beside it, in
+  ``<store>/artifacts/<experiment>``, never in the working directory.
+* MLflow records artifact locations as absolute ``file://`` URIs. A copied or moved clone
+  would keep writing into the original's folder, so every time an experiment is opened
+  the store is *relocated*: recorded locations under the store's old folder are rewritten
+  to its current one. Anything still outside the store after that is refused
+  (:class:`TrackingStoreError`) rather than written into another clone.
+* Every stage opens one run (:func:`stage_run`) tagged ``run_kind=stage`` (the README's
+  filter); evaluation children are ``run_kind=family`` / ``router``.
+* :func:`register_router` adds a Model Registry version per trained router: a small
+  pointer (path, weight hashes, λ range), not a copy of the weights.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
 import os
+import sqlite3
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 logger = logging.getLogger(__name__)
 
+RUN_KIND = "run_kind"  # tag: stage | family | router (README: filter_string="tags.run_kind = 'stage'")
+STORE_ROOT_TAG = "jouleroute.store_root"  # experiment tag: the store folder the locations were written for
+ROUTER_MODEL = "jouleroute-router"  # registered model name (suffixed by the experiment for other experiments)
+_BATCH = 1000  # MLflow's per-request metric limit
+LAMBDA_STEP = 1000  # metrics swept over λ are logged at step = round(λ x LAMBDA_STEP): charted against λ
+# tables/columns of MLflow's sqlite schema that hold artifact URIs (those present are rewritten)
+_URI_COLUMNS = {"experiments": ("artifact_location",), "runs": ("artifact_uri",),
+                "model_versions": ("storage_location", "source"), "logged_models": ("artifact_location",)}
 
-def ensure_store(tracking_uri: str) -> str:
+
+class TrackingStoreError(RuntimeError):
+    """The MLflow store would write outside its own folder (or cannot be opened)."""
+
+
+def tracking_uri(db_path: Path) -> str:
+    return f"sqlite:///{Path(db_path).resolve()}"
+
+
+def _store_dir(uri: str) -> Path | None:
+    return Path(uri.removeprefix("sqlite:///")).parent if uri.startswith("sqlite:///") else None
+
+
+def ensure_store(uri: str) -> str:
     """Create the folder of a ``sqlite:///`` store so MLflow can open it; return the URI."""
-    if tracking_uri.startswith("sqlite:///"):
-        Path(tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return tracking_uri
+    store = _store_dir(uri)
+    if store is not None:
+        store.mkdir(parents=True, exist_ok=True)
+    return uri
 
 
-def artifact_root(tracking_uri: str) -> str | None:
-    """Artifacts live beside the sqlite database (``mlruns/artifacts``), never in the cwd."""
-    if tracking_uri.startswith("sqlite:///"):
-        return (Path(tracking_uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
-    return None
+def artifact_location(uri: str, experiment: str) -> str | None:
+    """``<store>/artifacts/<experiment>`` for a sqlite store; MLflow's default otherwise."""
+    store = _store_dir(uri)
+    return (store / "artifacts" / experiment).resolve().as_uri() if store is not None else None
 
 
-def ensure_experiment(tracking_uri: str | None, experiment: str) -> None:
-    """Create ``experiment`` (artifacts beside the sqlite store) and make it the default for libraries
-    that start their own runs (TRL's trainers), through ``MLFLOW_EXPERIMENT_NAME``."""
-    if not tracking_uri:
+def _location_root(location: str) -> str | None:
+    """The store folder a location was written for: the part before ``/artifacts/``."""
+    head, sep, _ = (location.rstrip("/") + "/").rpartition("/artifacts/")  # also an older "<store>/artifacts"
+    return head if sep else None
+
+
+def relocate_store(db_path: Path, old_root: str, new_root: str) -> int:
+    """Rewrite every artifact URI under ``old_root`` to ``new_root`` in the sqlite store; return rows changed."""
+    old, new = old_root.rstrip("/") + "/", new_root.rstrip("/") + "/"
+    changed = 0
+    with sqlite3.connect(db_path) as con:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        for table, columns in _URI_COLUMNS.items():
+            if table not in tables:
+                continue
+            for col in columns:
+                cur = con.execute(f"UPDATE {table} SET {col} = ? || substr({col}, ?) WHERE substr({col}, 1, ?) = ?",
+                                  (new, len(old) + 1, len(old), old))
+                changed += cur.rowcount
+    return changed
+
+
+def experiment_id(client: Any, uri: str, name: str) -> str:
+    """Get or create ``name`` with artifacts inside the store; relocate a copied store; refuse writing outside."""
+    ensure_store(uri)
+    wanted = artifact_location(uri, name)
+    store = _store_dir(uri)
+    found = client.get_experiment_by_name(name)
+    if found is None:
+        tags = {STORE_ROOT_TAG: store.resolve().as_uri()} if store is not None else None
+        return client.create_experiment(name, artifact_location=wanted, tags=tags)
+    if store is None:
+        return found.experiment_id
+    here = store.resolve().as_uri()
+    location = found.artifact_location
+    if not location.startswith(here + "/"):
+        old_root = found.tags.get(STORE_ROOT_TAG) or _location_root(location)
+        if old_root and old_root != here:
+            rows = relocate_store(Path(uri.removeprefix("sqlite:///")), old_root, here)
+            logger.warning("MLflow store moved from %s to %s: rewrote %d artifact location(s)", old_root, here, rows)
+            client.set_experiment_tag(found.experiment_id, STORE_ROOT_TAG, here)
+            location = client.get_experiment(found.experiment_id).artifact_location
+    if not location.startswith(here + "/"):
+        raise TrackingStoreError(f"MLflow experiment '{name}' stores artifacts at {location}, outside this store "
+                                 f"({here}); refusing to write there. Delete {store} or set paths.mlflow_db to a "
+                                 "fresh file")
+    return found.experiment_id
+
+
+def ensure_experiment(uri: str | None, experiment: str) -> None:
+    """Create/relocate ``experiment`` and make it the default for libraries that start their own runs
+    (the router trainers), through ``MLFLOW_EXPERIMENT_NAME``."""
+    if not uri:
         return
-    import mlflow
+    from mlflow import MlflowClient
 
-    mlflow.set_tracking_uri(ensure_store(tracking_uri))
-    if mlflow.get_experiment_by_name(experiment) is None:
-        mlflow.create_experiment(experiment, artifact_location=artifact_root(tracking_uri))
+    experiment_id(MlflowClient(tracking_uri=uri), uri, experiment)
     os.environ["MLFLOW_EXPERIMENT_NAME"] = experiment
 
 
+def energy_label(sources: list[str]) -> str:
+    """One ``energy_source`` tag for a set of sources: the source, ``mixed:a+b``, or ``none``."""
+    sources = sorted(set(sources))
+    return "none" if not sources else sources[0] if len(sources) == 1 else "mixed:" + "+".join(sources)
+
+
+def lambda_step(lam: float) -> int:
+    return round(float(lam) * LAMBDA_STEP)
+
+
+def finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """Numeric, finite values only (MLflow rejects None; NaN would chart as a gap anyway); bools as 0/1."""
+    out = {}
+    for key, value in metrics.items():
+        if isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, (int, float)) and math.isfinite(float(value)):
+            out[key] = float(value)
+    return out
+
+
+class StageRun:
+    """One MLflow run, written through an explicit client (no process-wide MLflow state)."""
+
+    def __init__(self, client: Any, run_id: str):
+        self.client, self.run_id = client, run_id
+
+    def log_metrics(self, metrics: dict[str, Any], step: int = 0) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, v, now, step) for k, v in finite_metrics(metrics).items()]
+        for i in range(0, len(items), _BATCH):
+            self.client.log_batch(self.run_id, metrics=items[i:i + _BATCH])
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        existing = self.client.get_run(self.run_id).data.params
+        items = [Param(k, str(v)[:6000]) for k, v in params.items() if k not in existing]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(self.run_id, params=items[i:i + 100])
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        for key, value in tags.items():
+            self.client.set_tag(self.run_id, key, str(value))
+
+    def log_artifact(self, path: Path, folder: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path=folder)
+
+    def log_dict(self, obj: Any, name: str) -> None:
+        self.client.log_dict(self.run_id, obj, name)
+
+    def log_text(self, text: str, name: str) -> None:
+        self.client.log_text(self.run_id, text, name)
+
+
+def run_tags(stage: str, base: dict[str, str], energy_source: str | None) -> dict[str, str]:
+    return {**base, "stage": stage, RUN_KIND: "stage", "energy_source": energy_source or "none"}
+
+
 @contextmanager
-def mlflow_run(tracking_uri: str | None, experiment: str, run_name: str, tags: dict[str, str] | None = None,
+def stage_run(uri: str | None, experiment: str, stage: str, tags: dict[str, str], params: dict[str, Any],
+              energy_source: str | None = None) -> Iterator[StageRun | None]:
+    """One run named ``stage`` with the standard tags and ``params``; yields ``None`` when tracking is off.
+    The run ends FAILED when the body raises, so a failed stage is visible next to the good ones."""
+    if not uri:
+        yield None
+        return
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = experiment_id(client, uri, experiment)
+    run = StageRun(client, client.create_run(exp, run_name=stage,
+                                             tags=run_tags(stage, tags, energy_source)).info.run_id)
+    try:
+        run.log_params(params)
+        yield run
+    except BaseException:
+        client.set_terminated(run.run_id, "FAILED")
+        raise
+    client.set_terminated(run.run_id, "FINISHED")
+
+
+def adopt_run(uri: str | None, experiment: str, run_name: str, since_ms: int) -> StageRun | None:
+    """The newest run called ``run_name`` started after ``since_ms``: the run a library (the router
+    trainers) opened itself, so the stage can add its tags, params and held-out metrics to that run."""
+    if not uri:
+        return None
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = experiment_id(client, uri, experiment)
+    found = client.search_runs([exp], filter_string=f"attributes.run_name = '{run_name}' and "
+                                                    f"attributes.start_time >= {since_ms}",
+                               order_by=["attributes.start_time DESC"], max_results=1)
+    return StageRun(client, found[0].info.run_id) if found else None
+
+
+@contextmanager
+def mlflow_run(uri: str | None, experiment: str, run_name: str, tags: dict[str, str] | None = None,
                nested: bool = False) -> Iterator[Any]:
-    """Start an MLflow run (or yield ``None`` when tracking is off)."""
-    if not tracking_uri:
+    """A fluent MLflow run (``mlflow.log_*`` inside), in the experiment this module decides."""
+    if not uri:
         yield None
         return
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     import mlflow
 
-    mlflow.set_tracking_uri(ensure_store(tracking_uri))
-    if mlflow.get_experiment_by_name(experiment) is None:
-        mlflow.create_experiment(experiment, artifact_location=artifact_root(tracking_uri))
+    ensure_experiment(uri, experiment)
+    mlflow.set_tracking_uri(uri)
     mlflow.set_experiment(experiment)
-    with mlflow.start_run(run_name=run_name, nested=nested, tags=tags or {}) as run:
+    stage = (tags or {}).get("stage")
+    extra = {RUN_KIND: "stage"} if stage == run_name and not nested else {}
+    with mlflow.start_run(run_name=run_name, nested=nested, tags={**(tags or {}), **extra}) as run:
         yield run
+
+
+def register_router(uri: str | None, experiment: str, run_id: str, model_dir: Path, tags: dict[str, Any]) -> str | None:
+    """Register a new version of the router: a pointer artifact (folder, weight sha256, λ range), tagged.
+
+    Returns the version number. The weights stay where DVC keeps them; ``sft.log_model`` /
+    ``grpo.log_model`` log a full pyfunc copy when asked.
+    """
+    if not uri:
+        return None
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from jouleroute.provenance import file_sha256
+
+    client = MlflowClient(tracking_uri=uri)
+    name = registered_name(experiment)
+    pointer = {"model_dir": str(model_dir),
+               "weights_sha256": {p.name: file_sha256(p) for p in sorted(Path(model_dir).glob("*.safetensors"))},
+               **{k: v for k, v in tags.items()}}
+    client.log_dict(run_id, pointer, "router/pointer.json")
+    try:
+        client.create_registered_model(name, description="jouleroute LM router: one version per trained router "
+                                                         "(a pointer to its folder; weights are DVC outputs)")
+    except MlflowException:
+        pass  # already registered
+    source = f"{client.get_run(run_id).info.artifact_uri}/router"
+    version = client.create_model_version(name, source=source, run_id=run_id,
+                                          tags={k: str(v) for k, v in tags.items()})
+    return str(version.version)
+
+
+def registered_name(experiment: str) -> str:
+    return ROUTER_MODEL if experiment == "jouleroute" else f"{ROUTER_MODEL}-{experiment}"
+
+
+def tag_latest_router(uri: str | None, experiment: str, tags: dict[str, Any]) -> str | None:
+    """Add tags (e.g. the evaluation's AIQ) to the newest registered router version."""
+    if not uri:
+        return None
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    versions = client.search_model_versions(f"name = '{registered_name(experiment)}'")
+    if not versions:
+        return None
+    latest = max(versions, key=lambda v: int(v.version))
+    for key, value in tags.items():
+        client.set_model_version_tag(latest.name, latest.version, key, str(value))
+    return str(latest.version)
 
 
 def flat_params(prefix: str, obj: Any) -> dict[str, str]:

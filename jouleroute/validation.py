@@ -107,6 +107,9 @@ def run_validate(
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
+    # GE forces this module's logger to INFO at import; let it inherit the application's level instead
+    logging.getLogger("great_expectations.data_context.types.base").setLevel(logging.NOTSET)
+
     from jouleroute.validation_suite import cross_expectations, profile_expectations
 
     profile_path, out_dir = Path(profile_path), Path(out_dir)

@@ -44,6 +44,36 @@ class GenResult:
     finish_reason: str = "length"
 
 
+@dataclass(frozen=True)
+class LoglikRequest:
+    """Score each continuation after ``context`` (lm-evaluation-harness convention); nothing is decoded.
+
+    ``labels[i]`` is the answer that continuation ``i`` stands for ("B", "(C)", "True"); the chosen
+    label comes back as the result's text (``"Answer: B"``), so the task's grader reads it like any
+    generated answer. A continuation normally starts with a space ("Answer:" + " Paris").
+    """
+
+    context: str
+    continuations: tuple[str, ...]
+    labels: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.continuations) < 2 or len(self.continuations) != len(self.labels):
+            raise ValueError("LoglikRequest needs >= 2 continuations and one label per continuation")
+        if any(not c for c in self.continuations):
+            raise ValueError("continuations must be non-empty")
+
+
+def best_normalized(logliks: list[float], continuations: tuple[str, ...]) -> int:
+    """Index of the best log-likelihood per UTF-8 byte of the continuation (lm-eval's ``acc_norm``).
+
+    Normalizing by bytes, not tokens, keeps the choice independent of the tokenizer. Ties go to
+    the first choice, so the result is deterministic.
+    """
+    scores = [ll / len(c.encode("utf-8")) for ll, c in zip(logliks, continuations)]
+    return max(range(len(scores)), key=lambda i: (scores[i], -i))
+
+
 class Backend(ABC):
     """Generates greedily (temperature 0) and deterministically, one batch per call."""
 
@@ -54,6 +84,12 @@ class Backend(ABC):
     def generate(self, requests: list[GenRequest]) -> list[GenResult]:
         """Run ``requests`` as one batch; results come back in request order."""
 
+    def loglik(self, requests: list[LoglikRequest]) -> list[GenResult]:
+        """Answer multiple-choice ``requests`` by log-likelihood; ``output_tokens`` is 0 (no decoding)."""
+        raise NotImplementedError(
+            f"the {self.name} backend cannot score log-likelihoods; use answer_style 'direct' or 'cot' for "
+            "its candidates, or backend.kind 'transformers'")
+
     def close(self) -> None:
         """Release the model or connection; the backend is unusable afterwards."""
 
@@ -62,6 +98,18 @@ class Backend(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def answer_requests(backend: Backend, requests: list) -> list[GenResult]:
+    """Run a batch holding generation and/or log-likelihood requests; results in request order."""
+    scored = [i for i, r in enumerate(requests) if isinstance(r, LoglikRequest)]
+    generated = [i for i, r in enumerate(requests) if not isinstance(r, LoglikRequest)]
+    results: list[GenResult | None] = [None] * len(requests)
+    for indices, run in ((scored, backend.loglik), (generated, backend.generate)):
+        if indices:
+            for i, result in zip(indices, run([requests[i] for i in indices])):
+                results[i] = result
+    return results  # type: ignore[return-value]
 
 
 def cut_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import time
 
-from jouleroute.backends.base import Backend, GenRequest, GenResult, cut_at_stop
+from jouleroute.backends.base import Backend, GenRequest, GenResult, LoglikRequest, best_normalized, cut_at_stop
+from jouleroute.backends.loglik import batch_logliks
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +135,21 @@ class TransformersBackend(Backend):
             else:
                 low = mid + 1
         return low
+
+    def loglik(self, requests: list[LoglikRequest]) -> list[GenResult]:
+        """Two batched passes for the whole batch: contexts, then continuations on their cache (loglik.py)."""
+        import torch
+
+        started = time.perf_counter()
+        if not requests:
+            return []
+        scored = batch_logliks(self.model, self.tokenizer, requests, self.device)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        latency_s = time.perf_counter() - started
+        return [GenResult(f"Answer: {r.labels[best_normalized(lls, r.continuations)]}", n_tokens, 0, latency_s,
+                          None, "stop")
+                for r, (lls, n_tokens) in zip(requests, scored)]
 
     def close(self) -> None:
         self.model = None

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from jouleroute.atomic import atomic_write_table
 from jouleroute.benchmarks.config import PrepareConfig, SplitFractions
 from jouleroute.benchmarks.reading import BenchmarkDataError
 from jouleroute.benchmarks.tasks import TASK_NAMES, Task, get_task
@@ -115,8 +115,7 @@ def run_prepare(cfg: PrepareConfig, data_dir: Path, out_path: Path) -> pd.DataFr
     """
     table = build_queries(cfg, Path(data_dir))
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out_path)
+    atomic_write_table(table, out_path)  # a killed prepare never leaves a torn query table behind
     frame = table.to_pandas()
     counts = frame.groupby(["task", "split"]).size().to_dict()
     log.info("prepare: wrote %d queries to %s; per (task, split): %s", len(frame), out_path, counts)

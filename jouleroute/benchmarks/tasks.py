@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, Mapping, Sequence
 
+from jouleroute.backends.base import LoglikRequest
+from jouleroute.benchmarks import cloze, grading, prompts
 from jouleroute.benchmarks import documents as docs
-from jouleroute.benchmarks import grading, prompts
 from jouleroute.benchmarks.reading import BenchmarkDataError, read_bbh_json, read_jsonl
 
 # Stages run from the repository root, where the bundled subsets live.
@@ -133,6 +134,14 @@ class Task:
         chosen = pool[:k]
         header = chosen[0].get("header", "") if chosen else ""
         return prompts.fewshot_prompt(row["question"], chosen, answer_style, self.show_gold, header)
+
+    def loglik_request(self, row: Mapping, k: int = 0, data_dir: Path = DEFAULT_DATA_DIR) -> LoglikRequest | None:
+        """Log-likelihood request for a multiple-choice row (``k`` cloze exemplars); None if free-form."""
+        pool = self.exemplars(row["subtask"], data_dir) if (k or self.fewshot_header or self.name == "bbh") else []
+        if k > len(pool):
+            raise ValueError(f"few-shot k={k} but '{self.name}/{row['subtask']}' has only {len(pool)} exemplars")
+        header = pool[0].get("header", "") if pool else ""
+        return cloze.loglik_request(self, row, pool[:k], header)
 
     def show_gold(self, gold: str) -> str:
         return f"${gold}$" if self.answer_kind == "math" else gold

@@ -3,21 +3,31 @@
 Uses ``MlflowClient`` with an explicit tracking URI instead of the fluent API,
 so logging never depends on (or changes) process-wide MLflow state. Layout::
 
-    evaluate (parent: headline metrics, config params, every output file as artifact)
-    |- family <f> (lambda families: AIQ, lambda*, width; the sweep as metrics with step = lambda index)
-    |   |- <router at lambda_1> ...   (every metric of both views, per task too)
+    evaluate (parent, run_kind=stage: headline metrics, config params, every output file as artifact)
+    |- family <f> (run_kind=family: AIQ, lambda*, width; the sweep as metrics charted against lambda,
+    |   |          step = round(lambda x 1000), plus sweep.json as a table; its phase-transition plot)
+    |   |- <router at lambda_1> ...   (run_kind=router: every metric of both views, per task too)
     |- <router without lambda> ...
+
+Metric names are the flattened keys of metrics.json / report.json ("routers.knn:0.05.aiq"), so a
+name means the same thing in the file, in MLflow and in the reports.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
+
+from jouleroute.evaluation.plots import plot_lambda_sweep
+from jouleroute.tracking import RUN_KIND, experiment_id, lambda_step
+
+log = logging.getLogger(__name__)
 
 _BAD_KEY = re.compile(r"[^A-Za-z0-9_\-. /:]")
 _BATCH = 1000  # MLflow's per-request metric limit
@@ -28,6 +38,8 @@ def flatten(tree: dict, prefix: str = "") -> dict[str, float]:
     out: dict[str, float] = {}
     for key, value in tree.items():
         name = f"{prefix}{_BAD_KEY.sub('_', str(key))}"
+        if name != f"{prefix}{key}":
+            log.warning("MLflow cannot store the key %r: logged as %r", f"{prefix}{key}", name)
         if isinstance(value, dict):
             out.update(flatten(value, name + "."))
         elif isinstance(value, bool):
@@ -35,19 +47,6 @@ def flatten(tree: dict, prefix: str = "") -> dict[str, float]:
         elif isinstance(value, (int, float)):
             out[name] = float(value)
     return out
-
-
-def _experiment_id(client: MlflowClient, tracking_uri: str, name: str) -> str:
-    found = client.get_experiment_by_name(name)
-    if found is not None:
-        return found.experiment_id
-    location = None
-    parsed = urlparse(tracking_uri)
-    if parsed.scheme == "sqlite":
-        # Keep artifacts next to the database (mlruns/mlflow.db -> mlruns/artifacts/...), not in the CWD.
-        db = Path(tracking_uri.removeprefix("sqlite:///"))
-        location = (db.parent / "artifacts" / name).resolve().as_uri()
-    return client.create_experiment(name, artifact_location=location)
 
 
 def _log_metrics(client: MlflowClient, run_id: str, metrics: dict[str, float], step: int = 0) -> None:
@@ -62,7 +61,7 @@ def _child(client: MlflowClient, exp: str, parent: str, name: str, tags: dict[st
 
 
 def _log_router(client: MlflowClient, exp: str, parent: str, name: str, router: dict, tags: dict[str, str]) -> str:
-    run_id = _child(client, exp, parent, name, {**tags, "jouleroute.kind": "router", "family": router["family"]})
+    run_id = _child(client, exp, parent, name, {**tags, RUN_KIND: "router", "family": router["family"]})
     params = {"router": name, "family": router["family"], "lam": router["lam"],
               "overhead_energy_source": router["overhead_energy_source"]}
     client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
@@ -73,27 +72,43 @@ def _log_router(client: MlflowClient, exp: str, parent: str, name: str, router: 
     return run_id
 
 
+def _log_phase_plot(client: MlflowClient, run_id: str, family: str, info: dict, energy_label: str) -> None:
+    """The family's phase transition: accuracy, energy and expensive share against lambda, lambda* marked."""
+    sweep = {family: {**info["sweep"], "lambda_star": info.get("lambda_star")}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = plot_lambda_sweep(sweep, energy_label, Path(tmp) / "phase_transition.png")
+        client.log_artifact(run_id, str(path), artifact_path="plots")
+
+
 def log_evaluation(result, tracking_uri: str, experiment_name: str, run_tags: dict[str, str]) -> str:
     """Log ``result`` (an EvaluationResult); return the parent run id."""
     client = MlflowClient(tracking_uri=tracking_uri)
-    exp = _experiment_id(client, tracking_uri, experiment_name)
+    exp = experiment_id(client, tracking_uri, experiment_name)
     report, tags = result.report, {str(k): str(v) for k, v in run_tags.items()}
-    parent = client.create_run(exp, run_name="evaluate", tags={**tags, "jouleroute.stage": "evaluate",
+    parent = client.create_run(exp, run_name="evaluate", tags={**tags, "stage": "evaluate", RUN_KIND: "stage",
                                                                "energy_source": result.metrics["energy_source"]})
     parent_id = parent.info.run_id
     try:
         cfg = report["config"]
+        view = report["headline_view"]
         client.log_batch(parent_id, params=[Param(k, str(v)) for k, v in cfg.items()])
         _log_metrics(client, parent_id, flatten(result.metrics))
         swept = {name for fam in report["families"].values() for name in fam["sweep"]["router"]}
         for fam, info in report["families"].items():
-            fam_id = _child(client, exp, parent_id, f"family {fam}", {**tags, "jouleroute.kind": "family"})
-            _log_metrics(client, fam_id, flatten({"views": info["views"], "transitions": info["transitions"]}))
+            fam_id = _child(client, exp, parent_id, f"family {fam}", {**tags, RUN_KIND: "family", "family": fam,
+                                                                      "energy_source": report["views"][view]
+                                                                      .get("energy_source", "none")})
+            _log_metrics(client, fam_id, flatten({"views": info["views"], "transitions": info["transitions"],
+                                                  "lambda_star": info.get("lambda_star")}))
             sweep = info["sweep"]
-            for step, lam in enumerate(sweep["lam"]):
-                _log_metrics(client, fam_id, {"sweep.lam": lam, "sweep.accuracy": sweep["accuracy"][step],
-                                              "sweep.j_per_query": sweep["j_per_query"][step],
-                                              "sweep.expensive_share": sweep["expensive_share"][step]}, step=step)
+            for i, lam in enumerate(sweep["lam"]):
+                _log_metrics(client, fam_id, {"sweep.lam": lam, "sweep.accuracy": sweep["accuracy"][i],
+                                              "sweep.j_per_query": sweep["j_per_query"][i],
+                                              "sweep.expensive_share": sweep["expensive_share"][i]},
+                             step=lambda_step(lam))
+            client.log_table(fam_id, data={k: sweep[k] for k in ("lam", "router", "accuracy", "j_per_query",
+                                                                 "expensive_share")}, artifact_file="sweep.json")
+            _log_phase_plot(client, fam_id, fam, info, report["views"][view].get("energy_source", "none"))
             for name in sweep["router"]:
                 _log_router(client, exp, fam_id, name, report["routers"][name], tags)
             client.set_terminated(fam_id, "FINISHED")

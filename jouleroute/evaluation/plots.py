@@ -84,12 +84,31 @@ def plot_lambda_sweep(sweep: dict[str, dict], energy_label: str, path: Path) -> 
             ax.plot(s["lam"], s[key], marker="o", color=f"C{i % 10}", label=fam)
             if s.get("lambda_star"):
                 ax.axvline(s["lambda_star"], color=f"C{i % 10}", linestyle="--", linewidth=1)
+                ax.annotate(f"λ*={s['lambda_star']:.3g}", (s["lambda_star"], 0.97 - 0.07 * i),
+                            xycoords=("data", "axes fraction"), xytext=(3, 0), textcoords="offset points",
+                            fontsize=7, color=f"C{i % 10}")
         ax.set_xscale("log")
         ax.set_xlabel("lambda (energy penalty)")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         if k == 0:
             ax.legend(fontsize=7, title="dashed: lambda*", title_fontsize=7)
+    return _save(fig, path)
+
+
+def plot_candidates(summary: dict[str, dict], energy_label: str, path: Path) -> Path:
+    """The tournament's accuracy-energy scatter: one point per candidate (``profile_summary`` figures)."""
+    fig = Figure(figsize=(6.5, 4.5))
+    ax = fig.add_subplot()
+    for i, (name, s) in enumerate(sorted(summary.items())):
+        ax.scatter(s["energy_j_mean"], s["accuracy"], color=f"C{i % 10}", zorder=3)
+        ax.annotate(name, (s["energy_j_mean"], s["accuracy"]), textcoords="offset points", xytext=(4, 4),
+                    fontsize=7)
+    _log_axis_if_wide(ax, [s["energy_j_mean"] for s in summary.values()])
+    ax.set_xlabel(f"mean energy per query [J, {energy_label}]")
+    ax.set_ylabel("accuracy")
+    ax.set_title("Tournament: accuracy vs energy per candidate")
+    ax.grid(alpha=0.3)
     return _save(fig, path)
 
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from jouleroute.atomic import atomic_write_table
 from jouleroute.schema import ENERGY_SOURCES, PROFILE_SCHEMA, QUERY_SCHEMA, SPLITS
 
 if TYPE_CHECKING:  # energy_model imports relative_to from here
@@ -134,10 +134,11 @@ def write_outputs(
     queries = queries.sort_values("query_id", kind="stable")
     for path in (queries_out, profile_out):
         path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(_table(queries, QUERY_SCHEMA), queries_out)
-    pq.write_table(_table(profile, PROFILE_SCHEMA), profile_out)
+    # Atomic and fsynced: a kill mid-write never leaves a torn table that looks complete.
+    atomic_write_table(_table(queries, QUERY_SCHEMA), queries_out)
+    atomic_write_table(_table(profile, PROFILE_SCHEMA), profile_out)
     sidecar = provenance_path(profile_out)
-    pq.write_table(_table(provenance, PROVENANCE_SCHEMA), sidecar)
+    atomic_write_table(_table(provenance, PROVENANCE_SCHEMA), sidecar)
     return sidecar
 
 

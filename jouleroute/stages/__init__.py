@@ -57,9 +57,23 @@ STAGES: dict[str, tuple[Callable[..., Any], str, str]] = {
 
 UTILITIES: dict[str, tuple[Callable[..., Any], str, str]] = {
     "where": (_lazy("where", "where_command"), "Print where the results are and how to open the UIs.", ""),
+    "check-params": (_lazy("repro_command", "check_params_command"), "Validate the whole params file and exit.",
+                     "Unknown sections and keys are errors (with a 'did you mean'); nothing is run or deleted."),
+    "repro": (_lazy("repro_command", "repro_command"), "`dvc repro [ARGS]` after validating the params file.",
+              "`dvc repro` deletes a stage's outputs before running it; this checks the whole params file first,\n"
+              "so a typo costs nothing. `make run` calls it. Extra arguments go to dvc repro."),
+    "embedded_report": (_lazy("embedded_report", "embedded_report_command"),
+                        "Write docs/embedded-default.md and the README's table from the last run.",
+                        "Per-task accuracy per candidate vs chance, oracle and published figures; router figures on\n"
+                        "the test split and the held-out check. Run by the `report` stage of `dvc repro`."),
     "study_report": (_lazy("study_report", "study_report_command"), "Write docs/replay-study.md from the evaluation.",
                      "Reads the evaluation report of the params file's paths and writes the replay study page."),
-    "flow": (_lazy("flow_command", "flow_command"), "Run the pipeline as a Prefect flow (or serve it on a cron).",
-             "Runs the same stage functions as `dvc repro`, as Prefect tasks. With --cron, registers a\n"
-             "deployment with that schedule; this needs a real server (`make ui-prefect`)."),
+    "serve": (_lazy("serve_command", "serve_command"), "Serve the router: an energy-aware OpenAI-compatible gateway.",
+              "`model: jouleroute-auto` is routed at the energy weight of the X-Energy-Weight header; every\n"
+              "answer states its candidate and energy. Default: the pool in-process behind the trained router\n"
+              "(after `make run`). Configure upstreams, keys and limits in `gateway:` (docs/gateway.md)."),
+    "flow": (_lazy("flow_command", "flow_command"), "Same as `jouleroute-flow ARGS`: Prefect runs, schedules, Dask.",
+             "Forwards to `jouleroute-flow` (flows/cli.py; the library never imports Prefect), e.g.\n"
+             "`jouleroute flow run`, `jouleroute flow deploy --cron \"0 3 * * *\" --timezone UTC`.\n"
+             "See `jouleroute-flow --help` and docs/orchestration.md."),
 }

@@ -10,12 +10,26 @@ from typing import Callable
 
 import yaml
 
+from jouleroute.atomic import atomic_write_text
 from jouleroute.config import Params, load_params
 from jouleroute.provenance import git_sha, stable_hash
+from jouleroute.stages import StageFailed
+from jouleroute.tracking import flat_params, stage_run
+from jouleroute.tracking import tracking_uri as store_uri
 
 logger = logging.getLogger(__name__)
 
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
+
+# what each stage reads (names in `paths:`); dvc.yaml lists the same as deps (tests/pipeline checks it)
+INPUTS: dict[str, tuple[str, ...]] = {
+    "tournament": ("queries",), "validate": ("profile", "queries"), "router_data": ("profile", "queries"),
+    "sft": ("router_data_dir",), "grpo": ("router_data_dir", "sft_dir"), "evaluate": ("profile", "queries"),
+}
+
+
+class MissingInput(StageFailed):
+    """A stage's input does not exist yet; the message names the `dvc repro` that makes it."""
 
 
 def _no_progress(total: int, label: str) -> Callable[[int], None]:
@@ -43,7 +57,7 @@ class StageContext:
     def tracking_uri(self) -> str | None:
         if not self.params.tracking.enabled:
             return None
-        return f"sqlite:///{self.path('mlflow_db')}"
+        return store_uri(self.path("mlflow_db"))
 
     @property
     def params_hash(self) -> str:
@@ -53,6 +67,45 @@ class StageContext:
         return {"stage": stage, "git_sha": git_sha(self.root), "params_hash": self.params_hash,
                 "params_file": str(self.params_path.name), "profile_source": self.params.profile_source}
 
+    def stage_run(self, stage: str, sections: tuple[str, ...] = (), energy_source: str | None = None):
+        """The stage's MLflow run (``None`` inside when tracking is off), with the sections' params."""
+        dump = self.params.model_dump(mode="json", by_alias=True)
+        params = {}
+        for section in sections or (stage,):
+            if dump.get(section) is not None:
+                params.update(flat_params(section, dump[section]))
+        return stage_run(self.tracking_uri, self.params.tracking.experiment, stage, self.tags(stage), params,
+                         energy_source)
+
+    def require_inputs(self, stage: str) -> None:
+        for name in INPUTS.get(stage, ()):
+            if not self.path(name).exists():
+                producer = self.producer_of(self.path(name))
+                shown = self.path(name).relative_to(self.root) if self.path(name).is_relative_to(self.root) \
+                    else self.path(name)
+                raise MissingInput(f"missing input {shown}: run `{self.repro_hint(producer)}` first")
+
+    def repro_hint(self, stage: str) -> str:
+        """`dvc repro <stage>`, or `dvc repro studies/x/dvc.yaml:<stage>` for a study's params file."""
+        beside = self.params_path.parent / "dvc.yaml"
+        if self.params_path.parent != self.root and beside.exists():
+            return f"dvc repro {beside.relative_to(self.root) if beside.is_relative_to(self.root) else beside}:{stage}"
+        return f"dvc repro {stage}"
+
+    def producer_of(self, missing: str | Path) -> str | None:
+        """The stage whose output ``missing`` is (or lies under): what to `dvc repro` when it is absent."""
+        missing = Path(missing).resolve()
+        profile_stage = {"tournament": "tournament", "replay": "replay"}.get(self.params.profile_source, "import")
+        producers = {"queries": "prepare" if profile_stage == "tournament" else profile_stage,
+                     "models_dir": "models", "profile": profile_stage, "profile_meta": profile_stage,
+                     "validation_dir": "validate", "router_data_dir": "router_data", "sft_dir": "sft",
+                     "grpo_dir": "grpo", "evaluate_dir": "evaluate"}
+        for name, stage in producers.items():
+            out = self.path(name)
+            if missing == out or missing.is_relative_to(out):
+                return stage
+        return None
+
     def section_hash(self, *sections: str) -> str:
         dump = self.params.model_dump(mode="json", by_alias=True)
         return stable_hash({s: dump.get(s) for s in sections})
@@ -60,4 +113,4 @@ class StageContext:
 
 def write_json(path: Path, obj: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")

@@ -25,4 +25,10 @@ def prepare_stage(ctx: StageContext) -> pd.DataFrame:
         os.chdir(cwd)
     counts = queries.groupby(["task", "split"]).size().unstack(fill_value=0)
     logger.info("queries: %d -> %s\n%s", len(queries), ctx.path("queries"), counts.to_string())
+    with ctx.stage_run("prepare") as run:  # no energy here: energy_source tag "none"
+        if run is not None:
+            run.log_metrics({"n_queries": len(queries),
+                             **{f"split/{k}": v for k, v in queries["split"].value_counts().items()},
+                             **{f"task/{k}": v for k, v in queries["task"].value_counts().items()}})
+            run.log_text(counts.to_string(), "queries_by_task_and_split.txt")
     return queries

@@ -8,6 +8,7 @@ and the oracle's physical limit are computed by the evaluation library itself.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from jouleroute.routing.learned import LearnedRouter
 from jouleroute.routing.registry import build_router
 from jouleroute.routing.simple import mix_of
 from jouleroute.stages.context import StageContext
+from jouleroute.tracking import tag_latest_router
 
 logger = logging.getLogger(__name__)
 
@@ -42,14 +44,15 @@ def evaluate_stage(ctx: StageContext):
     runs += lm_runs
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
         update={"cache_dir": str(ctx.path("embedding_cache"))})})
-    for family in LEARNED_FAMILIES:
-        if family not in baselines.families:
-            continue
+    learned = [family for family in LEARNED_FAMILIES if family in baselines.families]
+    tick = ctx.progress(len(learned), "baselines (embed, fit, route)") if learned else None
+    for family in learned:
         train_profile = _sample_train(profile, baselines.train_split, baselines.max_train_queries, baselines.seed)
         router = build_router(family, train_profile, queries, candidates, baselines, meter=meter)
         assert isinstance(router, LearnedRouter)
         scored = router.predict_scores(test_queries)
-        runs += [RouterRun(f"{family}@{lam:g}", family, lam, scored.decide(lam)) for lam in lambdas]
+        runs += [RouterRun(swept_name(family, lam), family, lam, scored.decide(lam)) for lam in lambdas]
+        tick(1)
     if "random" in baselines.families:
         reference = _reference_run(lm_runs, p.router.lam)
         mix = mix_of(reference.decisions) if reference else None
@@ -59,8 +62,57 @@ def evaluate_stage(ctx: StageContext):
     result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"),
                           tracking_uri=ctx.tracking_uri, run_tags=ctx.tags("evaluate"),
                           experiment_name=p.tracking.experiment)
+    write_headline(ctx, result)
+    if lm_runs and result.mlflow_run_id:
+        family = result.metrics["families"].get("lm", {})
+        tag_latest_router(ctx.tracking_uri, p.tracking.experiment,
+                          {"aiq": family.get("aiq", "n/a"), "lambda_star": family.get("lambda_star", "n/a"),
+                           "evaluate_run_id": result.mlflow_run_id})
     logger.info("evaluation written to %s", ctx.path("evaluate_dir"))
     return result
+
+
+def swept_name(family: str, lam: float) -> str:
+    """A swept router's name, e.g. ``knn:0.05``: the same key in metrics.json, MLflow and the reports
+    (MLflow metric names allow ':' but not '@')."""
+    return f"{family}:{lam:g}"
+
+
+def headline(metrics: dict, deployed_lam: float) -> dict[str, dict]:
+    """The compact, git-tracked comparison: ``{row: figures}``, one JSON file per row, so `dvc metrics show`
+    prints a short table (a row per family, the oracle and the best single) instead of one endless row.
+    A family's accuracy and J/query are its operating point nearest the deployed λ (``router.lam``)."""
+    r = lambda x: round(x, 4) if isinstance(x, float) else x
+    source = metrics["energy_source"]
+    singles = metrics["singles"]
+    best = max(singles, key=lambda c: (singles[c]["accuracy"], -singles[c]["j_per_query"]))
+    rows = {"oracle": {**{k: r(v) for k, v in metrics["oracle"].items()}, "energy_source": source},
+            # a single candidate's AIQ is the zero-router AIQ: the frontier of the singles alone
+            "best_single": {"accuracy": r(singles[best]["accuracy"]), "j_per_query": r(singles[best]["j_per_query"]),
+                            "aiq": r(metrics["aiq_zero_router"]), "energy_source": source}}
+    for family, block in metrics.get("families", {}).items():
+        members = {n: m for n, m in metrics["routers"].items() if n.startswith(f"{family}:")}
+        point = min(members, key=lambda n: abs(float(n.split(":")[1]) - deployed_lam)) if members else None
+        rows[family] = {"aiq": r(block["aiq"]), "energy_source": source}
+        if point is not None:
+            rows[family] |= {"accuracy": r(members[point]["accuracy"]), "j_per_query": r(members[point]["j_per_query"])}
+        if block.get("lambda_star") is not None:
+            rows[family]["lambda_star"] = r(block["lambda_star"])
+    for name, router in metrics["routers"].items():
+        if ":" not in name:  # a router without a λ sweep (random): one operating point
+            rows[name] = {k: r(router[k]) for k in ("accuracy", "j_per_query", "aiq")} | {"energy_source": source}
+    return rows
+
+
+def write_headline(ctx: StageContext, result) -> None:
+    from jouleroute.stages.context import write_json
+
+    folder, rows = ctx.path("headline_dir"), headline(result.metrics, ctx.params.router.lam)
+    for old in folder.glob("*.json"):  # a row of an earlier run (a family since dropped) must not linger
+        if old.stem not in rows and "energy_source" in json.loads(old.read_text() or "{}"):
+            old.unlink()
+    for row, figures in rows.items():
+        write_json(folder / f"{row}.json", figures)
 
 
 def _sample_split(queries: pd.DataFrame, split: str, limit: int | None, seed: int) -> pd.DataFrame:
@@ -89,7 +141,8 @@ def _lm_router_runs(ctx: StageContext, test_queries: pd.DataFrame, lambdas: list
     from jouleroute.routing.lm_router import LMRouter
 
     router = LMRouter(model_dir, meter=meter, cfg=ctx.params.router)
-    return [RouterRun(f"lm@{lam:g}", "lm", lam, router.route(test_queries, lam=lam)) for lam in lambdas]
+    router.score(test_queries, progress=ctx.progress(len(test_queries), "LM routing"))  # each λ reuses the scores
+    return [RouterRun(swept_name("lm", lam), "lm", lam, router.route(test_queries, lam=lam)) for lam in lambdas]
 
 
 def _reference_run(runs: list[RouterRun], lam: float) -> RouterRun | None:

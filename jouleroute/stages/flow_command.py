@@ -1,23 +1,19 @@
-"""`jouleroute flow`: run the pipeline once through Prefect, or serve it on a cron schedule.
+"""`jouleroute flow ARGS`: forwards to `jouleroute-flow ARGS` (flows/cli.py) in a child process.
 
-This module is the only place the CLI touches Prefect; the library stays free of it.
+Prefect lives in the top-level `flows/` and `tasks/` packages; the library never
+imports them, so this command only starts `python -m flows`.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 
 from jouleroute.stages.context import StageContext
 
 
-def flow_command(ctx: StageContext, args: argparse.Namespace) -> None:
-    from jouleroute_flows.pipeline import pipeline
-
-    replay = ctx.params.profile_source != "tournament"
-    if args.cron:
-        # Registers a deployment with a schedule; needs PREFECT_API_URL pointing at `prefect server start`.
-        pipeline.serve(name="jouleroute-scheduled", cron=args.cron,
-                       parameters={"params_path": str(ctx.params_path), "root": str(ctx.root),
-                                   "stages": args.stages, "via_dvc": True, "replay": replay})
-        return
-    pipeline(params_path=str(ctx.params_path), root=str(ctx.root), stages=args.stages, via_dvc=True, replay=replay)
+def flow_command(ctx: StageContext, args: argparse.Namespace) -> int:
+    rest = args.flow_args[1:] if args.flow_args[:1] == ["--"] else args.flow_args
+    cmd = [sys.executable, "-m", "flows", "--params", str(ctx.params_path), "--root", str(ctx.root), *rest]
+    return subprocess.run(cmd).returncode

@@ -47,6 +47,7 @@ def _finish(ctx: StageContext, stage: str, result: dict, cfg: dict) -> None:
         mlflow.log_params(flat_params(stage, {k: v for k, v in cfg.items() if k != "models"}))
         mlflow.log_metrics({f"{c}/{k}": v for c, s in summary.items() for k, v in s.items()
                             if isinstance(v, float) and math.isfinite(v)})
-        mlflow.set_tag("energy_sources", ",".join(sorted(profile["energy_source"].unique())))
+        sources = ",".join(sorted(profile["energy_source"].unique()))
+        mlflow.set_tags({"energy_source": sources, "energy_sources": sources, "run_kind": "stage"})
         mlflow.log_text(summary_table(summary), "profile_summary.md")
         mlflow.log_dict(result, f"{stage}_result.json")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
+from pathlib import Path
 
 import pandas as pd
 
@@ -12,8 +13,8 @@ from jouleroute.models import run_models
 from jouleroute.profile_summary import summarize_profile, summary_table
 from jouleroute.provenance import file_sha256, git_sha, hardware, library_versions
 from jouleroute.stages.context import StageContext, write_json
-from jouleroute.tournament import TournamentInputs, run_tournament
-from jouleroute.tracking import flat_params, mlflow_run
+from jouleroute.tournament import JobRunner, TournamentInputs, run_tournament
+from jouleroute.tracking import energy_label, flat_params, mlflow_run
 
 logger = logging.getLogger(__name__)
 
@@ -24,18 +25,28 @@ def models_stage(ctx: StageContext) -> dict:
     result = run_models(ctx.params.models, ctx.path("models_dir"))
     for name, info in result.items():
         logger.info("model %s: %s (%s)", name, info.get("status"), info.get("path"))
+    with ctx.stage_run("models") as run:
+        if run is not None:
+            run.log_metrics({"n_models": len(result)})
+            run.log_dict(result, "models.json")
     return result
 
 
-def tournament_stage(ctx: StageContext) -> pd.DataFrame:
+def tournament_inputs(ctx: StageContext) -> TournamentInputs:
     p = ctx.params
-    queries = pd.read_parquet(ctx.path("queries"))
-    inputs = TournamentInputs(
-        queries=queries, pool=p.pool, models=p.models, backend=p.backend, energy=p.energy,
-        config=p.tournament, models_dir=ctx.path("models_dir"), shards_dir=ctx.path("shards_dir"),
+    return TournamentInputs(
+        queries=pd.read_parquet(ctx.path("queries")), pool=p.pool, models=p.models, backend=p.backend,
+        energy=p.energy, config=p.tournament, models_dir=ctx.path("models_dir"), shards_dir=ctx.path("shards_dir"),
         profile_path=ctx.path("profile"), data_dir=ctx.path("data_dir"),
     )
-    profile = run_tournament(inputs, run_id=uuid.uuid4().hex[:12], progress=ctx.progress)
+
+
+def tournament_stage(ctx: StageContext, run_jobs: JobRunner | None = None,
+                     batches_per_job: int | None = None) -> pd.DataFrame:
+    """``run_jobs``: where the shard jobs run (default here, serially; flows/tournament.py: Dask)."""
+    inputs = tournament_inputs(ctx)
+    profile = run_tournament(inputs, run_id=uuid.uuid4().hex[:12], progress=ctx.progress, run_jobs=run_jobs,
+                             batches_per_job=batches_per_job)
     summary = summarize_profile(profile)
     meta = _run_metadata(ctx, profile)
     write_json(ctx.path("profile_meta"), meta)
@@ -70,11 +81,19 @@ def _run_metadata(ctx: StageContext, profile: pd.DataFrame) -> dict:
 
 
 def _log_to_mlflow(ctx: StageContext, summary: dict, meta: dict) -> None:
-    with mlflow_run(ctx.tracking_uri, ctx.params.tracking.experiment, "tournament", ctx.tags("tournament")) as run:
+    label = energy_label(meta["energy_sources"])
+    with mlflow_run(ctx.tracking_uri, ctx.params.tracking.experiment, "tournament",
+                    {**ctx.tags("tournament"), "energy_source": label}) as run:
         if run is None:
             return
         import mlflow
 
+        import tempfile
+
+        from jouleroute.evaluation.plots import plot_candidates
+
+        with tempfile.TemporaryDirectory() as tmp:
+            mlflow.log_artifact(str(plot_candidates(summary, label, Path(tmp) / "accuracy_vs_energy.png")), "plots")
         dump = ctx.params.model_dump(mode="json", by_alias=True)
         params = {}
         for section in ("prepare", "pool", "backend", "energy", "tournament"):
@@ -84,7 +103,7 @@ def _log_to_mlflow(ctx: StageContext, summary: dict, meta: dict) -> None:
         for cand, stats in summary.items():
             for key, value in stats.items():
                 if isinstance(value, float) and math.isfinite(value):
-                    metrics[f"{cand}.{key}".replace(".", "/", 1)] = value
+                    metrics[f"{cand}.{key}"] = value  # the same name as in summary.json
             mlflow.set_tag(f"energy_source.{cand}", stats["energy_source"])
         mlflow.log_metrics(metrics)
         mlflow.set_tag("energy_sources", ",".join(meta["energy_sources"]))

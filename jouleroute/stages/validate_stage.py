@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import logging
 
+import pandas as pd
+
 from jouleroute.stages import StageFailed
 from jouleroute.stages.context import StageContext
+from jouleroute.tracking import energy_label
 from jouleroute.validation import ValidationError, ValidationResult, run_validate
 
 logger = logging.getLogger(__name__)
@@ -23,11 +26,31 @@ def validate_stage(ctx: StageContext) -> ValidationResult:
             power_limit_w=_power_limit_w(ctx) if tournament else None,
         )
     except ValidationError as err:
+        _log_to_mlflow(ctx, err.result)
         raise StageFailed(str(err)) from None
     logger.info(result.summary())
+    _log_to_mlflow(ctx, result)
     if not result.success:
         raise StageFailed(result.summary())
     return result
+
+
+def _log_to_mlflow(ctx: StageContext, result: ValidationResult) -> None:
+    """Expectations passed/failed (per check family too), the report files, the profile's energy_source."""
+    profile = pd.read_parquet(result.profile_path)
+    sources = list(map(str, profile["energy_source"].dropna().unique())) if "energy_source" in profile else []
+    with ctx.stage_run("validate", energy_source=energy_label(sources)) as run:
+        if run is None:
+            return
+        passed = sum(c["success"] for c in result.checks)
+        metrics = {"expectations_passed": passed, "expectations_failed": len(result.checks) - passed,
+                   "expectations_total": result.n_expectations, "success": result.success, "rows": result.n_rows}
+        for check in sorted({c["check"] for c in result.checks}):
+            metrics[f"failed.{check}"] = sum(not c["success"] for c in result.checks if c["check"] == check)
+        run.log_metrics(metrics)
+        for path in (result.report_path, result.html_path):
+            if path.exists():
+                run.log_artifact(path)
 
 
 def _power_limit_w(ctx: StageContext) -> float | None:

@@ -1,10 +1,12 @@
-"""`jouleroute where`: where the results are, and how to open the UIs."""
+"""`jouleroute where`: where the results are, the headline, the latest run of each stage, how to open the UIs."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from datetime import datetime
 
+from jouleroute.stages import STAGES
 from jouleroute.stages.context import StageContext
 
 
@@ -13,44 +15,60 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
     rows = [
         ("queries", rel("queries")),
         ("profile", rel("profile")),
-        ("profile metadata", rel("profile_meta")),
-        ("validation report", rel("validation_dir") / "report.json"),
-        ("validation data docs", rel("validation_dir") / "data_docs" / "index.html"),
+        ("validation report", rel("validation_dir") / "report.html"),
         ("router datasets", rel("router_data_dir")),
         ("SFT router", rel("sft_dir") / "model"),
         ("GRPO router", rel("grpo_dir") / "model"),
-        ("evaluation metrics", rel("evaluate_dir") / "metrics.json"),
         ("evaluation report", rel("evaluate_dir") / "report.md"),
         ("plots", rel("evaluate_dir") / "plots"),
+        ("headline metrics", rel("headline_dir")),
         ("MLflow store", rel("mlflow_db")),
     ]
-    print("\njouleroute results")
+    print(f"\njouleroute results ({ctx.params_path.name})")
     for label, path in rows:
         mark = "ok " if (ctx.root / path).exists() else "-- "
-        print(f"  {mark}{label:22s} {path}")
-    _print_mlflow_runs(ctx)
-    metrics = ctx.path("evaluate_dir") / "metrics.json"
-    if metrics.exists():
-        print("\nheadline (dvc metrics show):")
-        head = json.loads(metrics.read_text())
-        print("  " + json.dumps(head.get("headline", head), default=str)[:1500])
+        print(f"  {mark}{label:18s} {path}")
+    rows = {p.stem: json.loads(p.read_text()) for p in sorted(ctx.path("headline_dir").glob("*.json"))}
+    if rows:
+        print(f"\nheadline ({rel('headline_dir')}/, as `dvc metrics show` prints it):")
+        for line in headline_table(rows):
+            print("  " + line)
+    _print_stage_runs(ctx)
     print("\nopen the UIs:")
-    print("  MLflow:  make ui-mlflow     -> http://127.0.0.1:5000")
-    print("  Prefect: make ui-prefect    -> http://127.0.0.1:4200   (then: jouleroute flow --cron '0 3 * * *')")
-    print("  DVC:     .venv/bin/dvc metrics show ; .venv/bin/dvc plots show (static PNGs, offline)")
+    print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent}  -> http://127.0.0.1:5000  "
+          "(filter: tags.run_kind = 'stage')")
+    print("  Prefect: make ui-prefect    -> http://127.0.0.1:4200   (schedules: jouleroute flow --help)")
+    print("  DVC:     dvc metrics show ; dvc exp show ; dvc plots show (static PNGs, offline)")
 
 
-def _print_mlflow_runs(ctx: StageContext) -> None:
+def headline_table(rows: dict[str, dict]) -> list[str]:
+    """Rows of accuracy, J/query, AIQ and λ* (blank where a row has none), with the energy source."""
+    f = lambda x: "" if x is None else f"{x:.3g}"
+    lines = [f"{'':12s} {'accuracy':>8s} {'J/query':>8s} {'AIQ':>7s} {'λ*':>7s}  energy_source"]
+    for name, row in rows.items():
+        lines.append(f"{name:12s} {f(row.get('accuracy')):>8s} {f(row.get('j_per_query')):>8s} "
+                     f"{f(row.get('aiq')):>7s} {f(row.get('lambda_star')):>7s}  {row.get('energy_source', '')}")
+    return lines
+
+
+def _print_stage_runs(ctx: StageContext) -> None:
     if not ctx.tracking_uri or not ctx.path("mlflow_db").exists():
         return
-    import mlflow
+    from mlflow import MlflowClient
 
-    mlflow.set_tracking_uri(ctx.tracking_uri)
-    exp = mlflow.get_experiment_by_name(ctx.params.tracking.experiment)
+    client = MlflowClient(tracking_uri=ctx.tracking_uri)
+    exp = client.get_experiment_by_name(ctx.params.tracking.experiment)
     if exp is None:
         return
-    runs = mlflow.search_runs([exp.experiment_id], filter_string="attributes.status = 'FINISHED'",
-                              order_by=["attributes.start_time DESC"], max_results=12)
-    print(f"\nMLflow experiment '{exp.name}' (id {exp.experiment_id}), latest runs:")
-    for _, run in runs.iterrows():
-        print(f"  {run['tags.mlflow.runName']:28s} run_id={run['run_id']}")
+    runs = client.search_runs([exp.experiment_id], filter_string="tags.run_kind = 'stage'",
+                              order_by=["attributes.start_time DESC"], max_results=200)
+    latest = {}
+    for run in runs:
+        latest.setdefault(run.data.tags.get("stage", run.info.run_name), run)
+    print(f"\nMLflow experiment '{exp.name}': latest run of each stage")
+    for stage in [s for s in STAGES if s in latest] + sorted(set(latest) - set(STAGES)):
+        run = latest[stage]
+        started = datetime.fromtimestamp(run.info.start_time / 1000).strftime("%Y-%m-%d %H:%M")
+        source = run.data.tags.get("energy_source", "?")
+        print(f"  {stage:12s} {run.info.status:9s} {started}  energy_source={source:10s}"
+              f" metrics={len(run.data.metrics):<4d} run {run.info.run_id[:8]}")

@@ -6,6 +6,7 @@ import pytest
 from mlflow import MlflowClient
 
 from jouleroute.evaluation.config import DEFAULT_LAMBDAS
+from jouleroute.tracking import lambda_step
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +21,7 @@ def test_parent_run_has_headline_metrics_tags_and_artifacts(logged):
     assert parent.info.status == "FINISHED"
     assert parent.data.tags["git_sha"] == "abc123" and parent.data.tags["params_hash"] == "p1"
     assert parent.data.tags["energy_source"] == "estimated"
+    assert parent.data.tags["run_kind"] == "stage"  # the README's filter finds the parent, not its children
     assert parent.data.metrics["oracle.accuracy"] == pytest.approx(result.metrics["oracle"]["accuracy"])
     assert parent.data.metrics["routers.random.aiq"] == pytest.approx(result.metrics["routers"]["random"]["aiq"])
     assert parent.data.params["expensive_rule"] == "above_median"
@@ -28,6 +30,10 @@ def test_parent_run_has_headline_metrics_tags_and_artifacts(logged):
     plots = {a.path for a in client.list_artifacts(parent.info.run_id, "plots")}
     assert "plots/accuracy_vs_energy.png" in plots
     assert str(root) in client.get_experiment(parent.info.experiment_id).artifact_location  # beside the db
+    exp = parent.info.experiment_id
+    stage_runs = client.search_runs([exp], filter_string="tags.run_kind = 'stage' and tags.stage = 'evaluate' "
+                                                      "and tags.git_sha = 'abc123'")
+    assert [r.info.run_id for r in stage_runs] == [parent.info.run_id]
 
 
 def test_nested_runs_per_family_and_lambda(logged):
@@ -40,8 +46,15 @@ def test_nested_runs_per_family_and_lambda(logged):
     family = next(r for r in children if r.info.run_name == "family utility")
     members = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == family.info.run_id]
     assert len(members) == len(DEFAULT_LAMBDAS) and all(r.data.tags["git_sha"] == "abc123" for r in members)
-    history = client.get_metric_history(family.info.run_id, "sweep.accuracy")
-    assert [m.step for m in sorted(history, key=lambda m: m.step)] == list(range(len(DEFAULT_LAMBDAS)))
+    history = client.get_metric_history(family.info.run_id, "sweep.accuracy")  # charted against λ
+    assert sorted(m.step for m in history) == [lambda_step(lam) for lam in sorted(DEFAULT_LAMBDAS)]
+    assert family.data.tags["run_kind"] == "family" and family.data.tags["energy_source"] == "estimated"
+    artifacts = {a.path for a in client.list_artifacts(family.info.run_id)}
+    assert "sweep.json" in artifacts
+    assert "plots/phase_transition.png" in {a.path for a in client.list_artifacts(family.info.run_id, "plots")}
+    lam_star = result.report["families"]["utility"]["lambda_star"]
+    if lam_star is not None:
+        assert family.data.metrics["lambda_star"] == pytest.approx(lam_star)
     one = next(r for r in members if r.info.run_name == "utility@0.1")
     assert one.data.params["lam"] == "0.1"
     assert one.data.tags["energy_source.with_overhead"] == "estimated"

@@ -24,14 +24,17 @@ def tiny_params(model_dir: Path) -> dict:
     params["pool"] = [
         {"candidate_id": "tiny-direct", "model": "tiny", "prompt_style": "chat", "answer_style": "direct",
          "max_new_tokens": 3, "batch_size": 8},
-        {"candidate_id": "tiny-cot", "model": "tiny", "prompt_style": "chat", "answer_style": "cot",
-         "max_new_tokens": 12, "batch_size": 8},
+        {"candidate_id": "tiny-loglik", "model": "tiny", "prompt_style": "chat", "answer_style": "loglik",
+         "freeform_style": "cot", "max_new_tokens": 12, "batch_size": 8},
         {"candidate_id": "tiny-fewshot", "model": "tiny", "prompt_style": "fewshot", "answer_style": "direct",
          "max_new_tokens": 4, "batch_size": 8},
     ]
     params["energy"] = {"meter": "estimate", "idle_seconds": 0.2}
-    params["sft"] = {"base_model": "tiny", "epochs": 1.0}
-    params["grpo"] = {**params["grpo"], "max_steps": 2}
+    # One thread everywhere: tiny models gain nothing from two, and tests may share the CPU.
+    params["backend"]["torch_threads"] = 1
+    params["router"]["threads"] = 1
+    params["sft"] = {"base_model": "tiny", "epochs": 1.0, "threads": 1}
+    params["grpo"] = {**params["grpo"], "max_steps": 2, "threads": 1}
     params["baselines"] = {"embedding": {"model": "hashing"}}
     params["evaluate"] = {**params["evaluate"], "bootstrap_samples": 0}
     return params
@@ -57,7 +60,8 @@ def tiny_model(tmp_path_factory) -> Path:
 def tiny_repo(tmp_path_factory, tiny_model) -> Path:
     """A git + DVC repository with the project's dvc.yaml, code and data, and tiny params."""
     root = tmp_path_factory.mktemp("repo")
-    for item in ("dvc.yaml", "jouleroute", "data/benchmarks"):
+    # README.md and data/model_cards.yaml: the `report` stage writes the README's generated block.
+    for item in ("dvc.yaml", "jouleroute", "data/benchmarks", "data/model_cards.yaml", "README.md"):
         src = REPO / item
         if src.is_dir():
             shutil.copytree(src, root / item, ignore=shutil.ignore_patterns("__pycache__"))

@@ -53,7 +53,9 @@ def test_corrupted_profile_fails_validate_with_a_named_problem(tiny_repo, tmp_pa
         run([str(BIN / "dvc"), "repro", "validate"], tiny_repo)
     work = tmp_path / "work"
     shutil.copytree(tiny_repo / "artifacts", work / "artifacts")
-    shutil.copy2(tiny_repo / "params.yaml", work / "params.yaml")
+    params = yaml.safe_load((tiny_repo / "params.yaml").read_text())
+    params["tracking"]["enabled"] = False  # a fresh MLflow store per copy would only add its migration time
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
     profile = pd.read_parquet(work / "artifacts/tournament/profile.parquet")
     if corruption == "duplicate":
         profile = pd.concat([profile, profile.iloc[[0]]])
@@ -67,3 +69,98 @@ def test_corrupted_profile_fails_validate_with_a_named_problem(tiny_repo, tmp_pa
     done = run([str(BIN / "jouleroute"), "validate"], work, check=False)
     assert done.returncode == 1
     assert expected in done.stderr.lower() or expected in done.stderr
+
+
+def _params_file(tmp_path, edit=None):
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    if edit:
+        edit(params)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    return path
+
+
+def test_params_option_works_before_or_after_the_command(tmp_path, capsys):
+    good = _params_file(tmp_path)
+    assert main(["--params", str(good), "check-params"]) == 0
+    assert main(["check-params", "--params", str(good)]) == 0
+    (tmp_path / "bad").mkdir()
+    bad = _params_file(tmp_path / "bad", lambda p: p.update(evalute=p.pop("evaluate")))
+    capsys.readouterr()
+    assert main(["check-params", "--params", str(bad)]) == 1
+    assert "evalute: unknown section (did you mean 'evaluate'?)" in capsys.readouterr().err
+
+
+def _one_error_line(err: str, command: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err, err
+    mine = [line for line in lines if line.startswith(f"jouleroute {command}: ")]
+    assert len(mine) == 1, err
+    return mine[0]
+
+
+def test_a_missing_input_is_one_line_naming_the_stage_to_run(tmp_path):
+    _params_file(tmp_path)
+    done = run([str(BIN / "jouleroute"), "validate"], tmp_path, check=False)
+    assert done.returncode == 1
+    line = _one_error_line(done.stderr, "validate")
+    assert "artifacts/tournament/profile.parquet" in line and "`dvc repro tournament`" in line
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    debug = run([str(BIN / "jouleroute"), "validate", "--debug"], tmp_path, check=False)
+    assert debug.returncode == 1 and "Traceback" in debug.stderr
+
+
+def test_a_data_error_is_one_line_naming_file_and_row(tmp_path, monkeypatch, capsys):
+    shutil.copytree(REPO / "data/benchmarks", tmp_path / "data/benchmarks")
+    gsm8k = tmp_path / "data/benchmarks/gsm8k/test.jsonl"
+    gsm8k.write_text("{not json\n" + gsm8k.read_text())
+    _params_file(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["prepare"]) == 1
+    line = _one_error_line(capsys.readouterr().err, "prepare")
+    assert "data error:" in line and "gsm8k/test.jsonl, row 0" in line
+
+
+def _copy_inputs(tiny_repo, work):
+    if not (tiny_repo / "artifacts/tournament/profile.parquet").exists():
+        run([str(BIN / "dvc"), "repro", "tournament"], tiny_repo)
+    for item in ("artifacts/prepare", "artifacts/tournament", "params.yaml"):
+        (shutil.copytree if (tiny_repo / item).is_dir() else shutil.copy2)(tiny_repo / item, work / item)
+
+
+def test_an_unavailable_meter_is_one_line(tiny_repo, tmp_path, monkeypatch, capsys):
+    from jouleroute.energy.factory import nvml_usable, rapl_usable
+
+    if nvml_usable() or rapl_usable():
+        pytest.skip("this machine has an energy counter: the zeus meter is available")
+    _copy_inputs(tiny_repo, tmp_path)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["energy"]["meter"] = "zeus"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    assert main(["evaluate"]) == 1
+    assert "no energy meter:" in _one_error_line(capsys.readouterr().err, "evaluate")
+
+
+def test_mixed_energy_sources_are_one_line(tiny_repo, tmp_path, monkeypatch, capsys):
+    _copy_inputs(tiny_repo, tmp_path)
+    path = tmp_path / "artifacts/tournament/profile.parquet"
+    profile = pd.read_parquet(path)
+    profile.loc[profile["candidate_id"] == profile["candidate_id"].iloc[0], "energy_source"] = "modelled"
+    profile.to_parquet(path)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["tracking"]["enabled"] = False
+    params["baselines"]["families"] = ["random"]  # the error comes from scoring, not from the routers
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    assert main(["evaluate"]) == 1
+    assert "refusing to compare energy across sources" in _one_error_line(capsys.readouterr().err, "evaluate")
+
+
+def test_the_inputs_checked_before_a_stage_are_its_dvc_deps():
+    from jouleroute.stages.context import INPUTS
+
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    for stage, names in INPUTS.items():
+        deps = set(stages[stage]["deps"])
+        assert {f"${{paths.{name}}}" for name in names} <= deps, stage

@@ -6,6 +6,7 @@ The tests in this module run in order on one repository (a session fixture).
 from __future__ import annotations
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -69,19 +70,107 @@ def test_study_report_is_generated_from_the_run(tiny_repo):
     assert "## Held-out check" in text and f"routes {heldout['overall']['n']} (val query, λ) rows" in text
 
 
-def test_mlflow_holds_tournament_training_and_evaluation_runs(tiny_repo):
-    import mlflow
+def _client(root):
+    from mlflow import MlflowClient
 
-    mlflow.set_tracking_uri(f"sqlite:///{tiny_repo / 'mlruns/mlflow.db'}")
-    runs = mlflow.search_runs(experiment_names=["jouleroute"])
-    names = set(runs["tags.mlflow.runName"])
-    assert {"tournament", "sft", "grpo", "evaluate"} <= names
-    tournament = runs[runs["tags.mlflow.runName"] == "tournament"].iloc[0]
-    for metric in ("accuracy", "energy_j_mean", "energy_j_p95", "latency_s_p50", "latency_s_p95"):
-        assert f"metrics.tiny-direct/{metric}" in runs.columns, metric
-    if tournament["metrics.tiny-direct/accuracy"] > 0:  # J per correct answer is undefined with none correct
-        assert "metrics.tiny-direct/j_per_correct" in runs.columns
-    assert tournament["tags.energy_sources"] == "estimated"
+    return MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns/mlflow.db'}")
+
+
+def _stage_runs(client) -> dict:
+    exp = client.get_experiment_by_name("jouleroute").experiment_id
+    runs = client.search_runs([exp], filter_string="tags.run_kind = 'stage'", order_by=["attributes.start_time DESC"])
+    latest = {}
+    for r in runs:
+        latest.setdefault(r.data.tags["stage"], r)
+    return latest
+
+
+def test_every_stage_run_is_in_mlflow_with_metrics_tags_and_plots(tiny_repo):
+    client = _client(tiny_repo)
+    runs = _stage_runs(client)
+    assert set(STAGES) <= set(runs), sorted(runs)
+    for stage in STAGES:
+        tags = runs[stage].data.tags
+        assert runs[stage].info.status == "FINISHED", stage
+        assert tags["energy_source"] == ("none" if stage in ("prepare", "models") else "estimated"), stage
+        assert tags["git_sha"] and tags["params_hash"], stage
+    tournament = runs["tournament"].data.metrics
+    summary = json.loads((tiny_repo / "artifacts/tournament/summary.json").read_text())
+    assert tournament["tiny-direct.accuracy"] == pytest.approx(summary["tiny-direct"]["accuracy"])  # same names
+    assert "tiny-direct.energy_j_mean" in tournament
+    assert "plots/accuracy_vs_energy.png" in {a.path for a in client.list_artifacts(runs["tournament"].info.run_id,
+                                                                                     "plots")}
+    validate = runs["validate"].data.metrics
+    assert validate["expectations_passed"] > 0 and validate["expectations_failed"] == 0
+    for stage in ("sft", "grpo"):
+        metrics = runs[stage].data.metrics
+        assert 0 <= metrics["heldout.overall.chosen_accuracy"] <= 1, stage
+        assert metrics["heldout.overall.chosen_mean_energy_j"] > 0, stage
+        assert "heldout.overall.label_accuracy" in metrics and "train_s" in metrics, stage
+    evaluate = runs["evaluate"]
+    flat = pd.json_normalize(json.loads((tiny_repo / "artifacts/evaluate/metrics.json").read_text()), sep=".")
+    numeric = {k for k, v in flat.iloc[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+               and pd.notna(v)}
+    assert numeric and numeric <= set(evaluate.data.metrics), sorted(numeric - set(evaluate.data.metrics))[:5]
+    assert any(k.startswith("routers.lm:") for k in numeric)  # a swept router's name, identical in both
+    plots = {a.path for a in client.list_artifacts(evaluate.info.run_id, "plots")}
+    assert "plots/lambda_sweep.png" in plots, plots
+    families = client.search_runs([evaluate.info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{evaluate.info.run_id}' "
+                                                "and tags.run_kind = 'family'")
+    assert {r.data.tags["family"] for r in families} >= {"lm", "knn"}
+    for fam in families:
+        assert "plots/phase_transition.png" in {a.path for a in client.list_artifacts(fam.info.run_id, "plots")}
+        assert "sweep.accuracy" in fam.data.metrics
+
+
+def test_the_router_is_registered_with_its_lambda_range_and_aiq(tiny_repo):
+    client = _client(tiny_repo)
+    versions = client.search_model_versions("name = 'jouleroute-router'")
+    assert versions
+    latest = max(versions, key=lambda v: int(v.version))
+    spec = json.loads((tiny_repo / "artifacts/router_data/router_spec.json").read_text())
+    assert float(latest.tags["lambda_max"]) == max(spec["lambdas"])
+    assert float(latest.tags["lambda_min"]) == min(spec["lambdas"])
+    head = json.loads((tiny_repo / "metrics/lm.json").read_text())
+    assert float(latest.tags["aiq"]) == pytest.approx(head["aiq"], abs=1e-4)
+    assert latest.run_id == _stage_runs(client)["grpo"].info.run_id
+
+
+def test_where_summarizes_stage_runs(tiny_repo):
+    out = run([str(BIN / "jouleroute"), "where"], tiny_repo).stdout
+    assert "latest run of each stage" in out and "AIQ" in out
+    for stage in STAGES:
+        assert f"\n  {stage} " in out, stage
+    assert max(len(line) for line in out.splitlines()) < 160
+    assert "family" not in out  # router/family child runs are not listed
+
+
+def test_a_typo_in_params_fails_before_dvc_deletes_anything(tiny_repo):
+    outputs = [tiny_repo / "artifacts/evaluate/report.json", tiny_repo / "metrics/lm.json"]
+    original = (tiny_repo / "params.yaml").read_text()
+    edit_params(tiny_repo, lambda p: p["router"].update(lamb=0.5))
+    try:
+        done = run([str(BIN / "jouleroute"), "repro"], tiny_repo, check=False)
+    finally:
+        (tiny_repo / "params.yaml").write_text(original)
+    assert done.returncode == 1
+    assert "router.lamb: unknown key (did you mean 'lam'?)" in done.stderr
+    assert "Traceback" not in done.stderr and "Running stage" not in done.stdout
+    assert all(path.exists() for path in outputs)
+
+
+def test_a_copied_clone_logs_mlflow_artifacts_inside_itself(tiny_repo, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_repo, copy, ignore=shutil.ignore_patterns("models", "checkpoints", "shards"))
+    run([str(BIN / "jouleroute"), "prepare"], copy)
+    client = _client(copy)
+    prepare = _stage_runs(client)["prepare"]
+    assert prepare.info.artifact_uri.startswith((copy / "mlruns").as_uri()), prepare.info.artifact_uri
+    assert client.list_artifacts(prepare.info.run_id)
+    evaluate = _stage_runs(client)["evaluate"]  # logged in the original: now read from the copy
+    assert evaluate.info.artifact_uri.startswith((copy / "mlruns").as_uri())
+    assert client.list_artifacts(evaluate.info.run_id, "plots")
 
 
 def test_second_repro_does_nothing(tiny_repo):
@@ -109,6 +198,11 @@ def test_changing_one_candidate_reruns_only_that_candidate(tiny_repo):
     assert changed == {"tiny-direct"}  # the other candidates' shards were reused
 
 
-def test_dvc_metrics_show_lists_headline(tiny_repo):
+def test_dvc_metrics_show_is_the_compact_headline(tiny_repo):
     done = run([str(BIN / "dvc"), "metrics", "show"], tiny_repo)
-    assert "aiq" in done.stdout.lower()
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["Path", "accuracy", "aiq", "energy_source", "j_per_query", "lambda_star"], lines[0]
+    rows = {line.split()[0] for line in lines[1:] if line.strip()}
+    assert {"metrics/lm.json", "metrics/knn.json", "metrics/oracle.json", "metrics/best_single.json"} <= rows
+    assert "error" not in (done.stdout + done.stderr).lower()
+    assert max(len(line) for line in lines) <= 100, done.stdout  # fits a normal terminal

@@ -1,34 +1,31 @@
-"""The Prefect flow runs the same stage functions, against a real (temporary) Prefect server."""
+"""Orchestration stays on top: the library never imports Prefect, and `jouleroute flow` forwards to
+`jouleroute-flow` (flows/). The flows themselves are tested against a real server in tests/orchestration."""
 
 from __future__ import annotations
 
-import pytest
-import yaml
+import ast
+import subprocess
 
-from tests.pipeline.conftest import REPO, tiny_params
+from tests.pipeline.conftest import BIN, REPO
 
-
-@pytest.mark.timeout(600)
-def test_flow_runs_stages_as_prefect_tasks(tmp_path, tiny_model, monkeypatch):
-    from prefect.testing.utilities import prefect_test_harness
-
-    params = tiny_params(tiny_model)
-    params["paths"]["data_dir"] = str(REPO / "data/benchmarks")
-    params["tracking"]["enabled"] = False
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    monkeypatch.chdir(tmp_path)
-    with prefect_test_harness(server_startup_timeout=180):
-        from jouleroute_flows.pipeline import pipeline
-
-        state = pipeline(params_path=str(tmp_path / "params.yaml"), root=str(tmp_path),
-                         stages=["prepare", "tournament", "validate"], via_dvc=False, return_state=True)
-        assert state.is_completed(), state
-        assert state.result() == ["prepare: ok", "tournament: ok", "validate: ok"]
-    assert (tmp_path / "artifacts/validate/report.json").exists()
+ORCHESTRATION = ("prefect", "prefect_dask", "distributed", "flows", "tasks")
 
 
-def test_flow_rejects_unknown_stage():
-    from jouleroute_flows.pipeline import pipeline
+def test_library_never_imports_prefect_or_the_flows():
+    """Every import statement in jouleroute/, lazy ones inside functions included (read, not run: instant)."""
+    offenders = []
+    for path in sorted((REPO / "jouleroute").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            offenders += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names
+                          if n.split(".")[0] in ORCHESTRATION]
+    assert offenders == []
 
-    with pytest.raises(ValueError, match="unknown stage"):
-        pipeline.fn(stages=["tournament", "deploy"], via_dvc=False)
+
+def test_jouleroute_flow_forwards_and_checks_stage_names_before_starting_anything(tmp_path):
+    done = subprocess.run([str(BIN / "jouleroute"), "flow", "run", "--stages", "evalute"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "unknown stage(s) evalute" in done.stderr and "valid: prepare, models, tournament" in done.stderr
+    assert "Traceback" not in done.stderr

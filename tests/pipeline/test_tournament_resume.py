@@ -1,8 +1,10 @@
-"""A tournament killed with SIGKILL midway resumes where it stopped: same pairs, no duplicates."""
+"""A tournament killed with SIGKILL midway, or left with a torn shard and a corrupt state file,
+resumes where it stopped: same pairs as an uninterrupted run, no duplicates."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -30,10 +32,16 @@ def pairs(profile: pd.DataFrame) -> set[tuple[str, str]]:
     return set(zip(profile["query_id"], profile["candidate_id"]))
 
 
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory, tiny_model):
+    """An uninterrupted run: the reference every resumed run must match."""
+    work = make_workdir(tmp_path_factory.mktemp("resume") / "whole", tiny_model)
+    run([str(BIN / "jouleroute"), "--no-progress", "tournament"], work)
+    return work
+
+
 @pytest.mark.timeout(600)
-def test_kill_midway_then_rerun_matches_uninterrupted_run(tmp_path, tiny_model):
-    whole = make_workdir(tmp_path / "whole", tiny_model)
-    run([str(BIN / "jouleroute"), "--no-progress", "tournament"], whole)
+def test_kill_midway_then_rerun_matches_uninterrupted_run(tmp_path, tiny_model, whole):
     reference = pd.read_parquet(whole / "artifacts/tournament/profile.parquet")
 
     killed = make_workdir(tmp_path / "killed", tiny_model)
@@ -60,10 +68,33 @@ def test_kill_midway_then_rerun_matches_uninterrupted_run(tmp_path, tiny_model):
     assert (merged["output_text"] == merged["output_text_ref"]).all()
 
 
-def test_finished_tournament_is_not_recomputed(tmp_path, tiny_model):
-    work = make_workdir(tmp_path / "done", tiny_model)
-    run([str(BIN / "jouleroute"), "--no-progress", "tournament"], work)
-    first = pd.read_parquet(work / "artifacts/tournament/profile.parquet")
-    run([str(BIN / "jouleroute"), "tournament"], work)
-    again = pd.read_parquet(work / "artifacts/tournament/profile.parquet")
+def test_torn_shard_and_corrupt_state_are_quarantined_and_recomputed(tmp_path, whole):
+    reference = pd.read_parquet(whole / "artifacts/tournament/profile.parquet")
+    work = tmp_path / "torn"
+    shutil.copytree(whole, work)
+    shards = work / "artifacts/tournament/shards"
+    torn = sorted(shards.glob("*/*.parquet"))[3]
+    torn_pairs = pairs(pd.read_parquet(torn))
+    torn.write_bytes(torn.read_bytes()[: torn.stat().st_size // 2])  # a write cut off halfway
+    (shards / "state.json").write_text('{"config_hash": "abc", "runs": [')  # and a torn state file
+
+    done = run([str(BIN / "jouleroute"), "--no-progress", "tournament"], work)
+    for bad in (torn, shards / "state.json"):
+        assert f"{bad} is corrupt" in done.stderr, done.stderr[-3000:]
+    quarantined = sorted(p.name for p in (shards / "_quarantine").iterdir())
+    assert len(quarantined) == 2, quarantined
+    assert quarantined[0].startswith("state.json.") and quarantined[1].startswith(f"{torn.parent.name}__{torn.name}.")
+    resumed = pd.read_parquet(work / "artifacts/tournament/profile.parquet")
+    assert not resumed.duplicated(["query_id", "candidate_id"]).any()
+    assert pairs(resumed) == pairs(reference)
+    recomputed = resumed[~resumed["run_id"].isin(set(reference["run_id"]))]
+    assert pairs(recomputed) == torn_pairs  # only the torn shard's pairs; the state's loss cost nothing
+    merged = resumed.merge(reference, on=["query_id", "candidate_id"], suffixes=("", "_ref"))
+    assert (merged["output_text"] == merged["output_text_ref"]).all()
+
+
+def test_finished_tournament_is_not_recomputed(whole):
+    first = pd.read_parquet(whole / "artifacts/tournament/profile.parquet")
+    run([str(BIN / "jouleroute"), "tournament"], whole)
+    again = pd.read_parquet(whole / "artifacts/tournament/profile.parquet")
     assert set(again["run_id"]) == set(first["run_id"])

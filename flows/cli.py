@@ -1,0 +1,180 @@
+"""`jouleroute-flow`: the pipeline through Prefect: run it now, schedule it, run the tournament on Dask.
+
+A separate command from `jouleroute` so the library never imports Prefect
+(`jouleroute flow ...` forwards here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+EPILOG = textwrap.dedent("""\
+    Scheduled reruns (README "Scheduled reruns"):
+      jouleroute-flow server start                       # Prefect server + UI in the background, :4200
+      export PREFECT_API_URL=http://127.0.0.1:4200/api
+      jouleroute-flow deploy --cron "0 3 * * *" --timezone Europe/Berlin
+      jouleroute-flow stop                               # stop serving (pauses the schedule)
+    The tournament on a 2-worker Dask cluster:
+      jouleroute-flow run --stages prepare models tournament --dask-workers 2
+""")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jouleroute-flow", description=__doc__.split("\n\n")[0], epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--params", default="params.yaml", help="params file; studies/replay/params.yaml runs "
+                        "the replay study's flow (default: params.yaml)")
+    parser.add_argument("--root", default=".", help="repository root, where dvc.yaml is (default: .)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the pipeline once, now; blocks until it ends",
+                         description="Run the stages once as a Prefect flow (one task run per stage, through "
+                                     "`dvc repro --single-item`). Without PREFECT_API_URL, Prefect uses a "
+                                     "temporary local server.")
+    run.add_argument("--stages", nargs="+", metavar="STAGE", help="only these stages, in pipeline order")
+    run.add_argument("--dask-workers", type=int, default=0, metavar="N",
+                     help="run the tournament's shards on a LocalCluster of N worker processes x 1 thread")
+    run.add_argument("--dask-address", metavar="ADDR",
+                     help="run the tournament's shards on this Dask scheduler (tcp://host:8786); "
+                          "default: params' tournament.dask_address")
+
+    deploy = sub.add_parser(
+        "deploy", help="register the scheduled deployment and serve it in the background",
+        description="Register the pipeline as a Prefect deployment with a cron schedule and a timezone, then "
+                    "start a background process that executes its runs (pid and log in artifacts/prefect/), "
+                    "and return. Needs a running Prefect server (PREFECT_API_URL or --api-url); refused "
+                    "up front without one. One run at a time: a run due while another is running waits "
+                    "for it. `jouleroute-flow stop` ends serving, which pauses the schedule. With "
+                    "--foreground it serves in this process instead and BLOCKS until interrupted.")
+    deploy.add_argument("--cron", required=True, help='cron schedule, e.g. "0 3 * * *" (03:00 every day)')
+    deploy.add_argument("--timezone", default="UTC", help="IANA timezone of the schedule (default: UTC)")
+    deploy.add_argument("--name", default="jouleroute-scheduled", help="deployment name")
+    deploy.add_argument("--stages", nargs="+", metavar="STAGE", help="only these stages, in pipeline order")
+    deploy.add_argument("--api-url", help="Prefect API (default: PREFECT_API_URL)")
+    deploy.add_argument("--foreground", action="store_true", help="serve in this process; blocks")
+
+    stop = sub.add_parser("stop", help="stop serving the deployment (pauses its schedule)")
+    stop.add_argument("--name", default="jouleroute-scheduled")
+
+    server = sub.add_parser("server", help="start or stop a local Prefect server (UI) in the background")
+    server.add_argument("action", choices=["start", "stop"])
+    server.add_argument("--port", type=int, default=4200)
+    return parser
+
+
+def fail(message: str) -> int:
+    print(f"jouleroute-flow: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    from jouleroute.offline import set_offline_defaults
+
+    set_offline_defaults()
+    root = Path(args.root).resolve()
+    if args.command == "server":
+        return server(args.action, args.port)
+    if args.command == "stop":
+        from flows.deployment import stop
+
+        stop(root, args.name)
+        return 0
+
+    from flows.stages import UnknownStage, choose, dvc_yaml_for, stage_order
+    from jouleroute.config import ParamsError
+
+    params = Path(args.params) if Path(args.params).is_absolute() else root / args.params
+    try:  # everything checked before anything starts: params, stage names
+        from flows.pipeline import flow_for
+
+        the_flow = flow_for(params)
+        dvc_yaml = dvc_yaml_for(params, root)
+        choose(stage_order(dvc_yaml), args.stages, dvc_yaml)
+    except (ParamsError, UnknownStage, FileNotFoundError) as error:
+        return fail(str(error))
+    flow_args = {"params_path": str(params), "root": str(root), "stages": args.stages}
+    if args.command == "run":
+        if the_flow.name == "jouleroute-pipeline":
+            flow_args |= {"dask_address": args.dask_address, "dask_workers": args.dask_workers}
+        elif args.dask_address or args.dask_workers:
+            return fail("--dask-* applies to the tournament, which the replay study does not run")
+        state = the_flow(**flow_args, return_state=True)
+        print(f"{the_flow.name}: {state.name}: {state.message}")
+        return 0 if state.is_completed() else 1
+    return deploy(args, argv, root, the_flow, flow_args)
+
+
+def deploy(args, argv, root: Path, the_flow, flow_args: dict) -> int:
+    from flows.deployment import FLOW_NAMES, ServerUnavailable, api_url, check_server, serve_background, \
+        serve_foreground
+
+    try:
+        ZoneInfo(args.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return fail(f"unknown timezone {args.timezone!r}: use an IANA name such as UTC or Europe/Berlin")
+    try:
+        from prefect.schedules import Cron
+
+        Cron(args.cron, timezone=args.timezone)
+    except ValueError as error:
+        return fail(f"invalid cron {args.cron!r}: {error}")
+    try:
+        url = api_url(args.api_url)
+        check_server(url)
+    except ServerUnavailable as error:
+        return fail(str(error))
+    flow_attr = next(k for k, v in FLOW_NAMES.items() if v == the_flow.name)
+    if args.foreground:
+        os.environ["PREFECT_API_URL"] = url
+        serve_foreground(flow_attr, args.name, args.cron, args.timezone, flow_args)
+        return 0
+    child_argv = [a for a in argv if a != "--foreground"]
+    child_argv = ["--params", flow_args["params_path"], "--root", str(root),
+                  *child_argv[child_argv.index("deploy"):]]
+    try:
+        served = serve_background(child_argv, root, url, f"{the_flow.name}/{args.name}")
+    except RuntimeError as error:
+        return fail(str(error))
+    dep = served["deployment"]
+    ui = url.removesuffix("/api")
+    print(textwrap.dedent(f"""\
+        deployment {the_flow.name}/{args.name}: cron "{args.cron}" ({args.timezone}), one run at a time
+          served in the background by pid {served['pid']} (log: {served['log']})
+          UI: {ui}/deployments/deployment/{dep['id']}
+          run now: prefect deployment run '{the_flow.name}/{args.name}'
+          stop serving (pauses the schedule): jouleroute-flow stop --name {args.name}"""))
+    return 0
+
+
+def server(action: str, port: int) -> int:
+    import httpx
+
+    prefect = str(Path(sys.executable).parent / "prefect")
+    if action == "stop":
+        return subprocess.run([prefect, "server", "stop"]).returncode
+    url = f"http://127.0.0.1:{port}/api"
+    # the UI's browser code calls this URL; left unset it would be :4200 whatever --port says
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_API_URL": url}
+    started = subprocess.run([prefect, "server", "start", "--background", "--host", "127.0.0.1", "--port",
+                              str(port)], env=env, capture_output=True, text=True)
+    if started.returncode != 0:
+        return fail(f"prefect server start failed:\n{started.stdout[-2000:]}{started.stderr[-2000:]}")
+    for _ in range(240):
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                print(f"Prefect server running in the background: UI http://127.0.0.1:{port}\n"
+                      f"  export PREFECT_API_URL={url}\n  stop it: jouleroute-flow server stop")
+                return 0
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    return fail(f"the server did not answer at {url} within 120 s")

@@ -1,0 +1,231 @@
+"""The HTTP face of the gateway: OpenAI-compatible endpoints, health, readiness and metrics.
+
+Each completion request passes, in order: API key (401), per-key rate limit (429 +
+Retry-After), admission (503 + Retry-After when ``max_pending`` requests are inside),
+body size (413), body checks (400), prompt size (400), model (404), energy weight (400),
+routing, then the upstream (502/504 naming it, or its own 4xx). Every request leaves one
+JSON line in the access log (``jouleroute.gateway.access``) without prompt text, unless
+``log_prompts`` is on, and is counted in ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from jouleroute.gateway.auth import bearer_key
+from jouleroute.gateway.limits import retry_after
+from jouleroute.gateway.protocol import (WEIGHT_HEADER, GatewayError, Kind, ParsedRequest, Receipt, parse_request,
+                                         parse_weight, sse)
+from jouleroute.gateway.service import Gateway
+from jouleroute.gateway.upstreams import Answer, Stream, UpstreamError
+
+access_log = logging.getLogger("jouleroute.gateway.access")
+
+
+@dataclass
+class Visit:
+    """One request's record, for the metrics and the access log."""
+
+    request_id: str
+    route: str
+    client: str
+    started: float = field(default_factory=time.perf_counter)
+    key_id: str = "-"
+    status: int = 500
+    admitted: bool = False
+    parsed: ParsedRequest | None = None
+    receipt: Receipt | None = None
+    answer: Answer | None = None
+    error: str | None = None
+    finished: bool = False
+
+
+def create_app(gw: Gateway) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        await gw.aclose()
+
+    app = FastAPI(title="jouleroute gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
+
+    def authorize(http: Request, visit: Visit) -> None:
+        if not gw.keys.required:
+            visit.key_id = f"open:{http.client.host if http.client else '-'}"
+            return
+        key = bearer_key(http.headers.get("authorization"), http.headers.get("x-api-key"))
+        if key is None:
+            raise GatewayError(401, "missing API key: send 'Authorization: Bearer <key>'", "authentication_error",
+                               "missing_api_key")
+        key_id = gw.keys.check(key)
+        if key_id is None:
+            raise GatewayError(401, "invalid API key", "authentication_error", "invalid_api_key")
+        visit.key_id = key_id
+
+    async def read_body(http: Request) -> bytes:
+        limit = gw.cfg.limits.max_body_bytes
+        declared = http.headers.get("content-length")
+        too_big = GatewayError(413, f"the request body exceeds {limit} bytes (gateway.limits.max_body_bytes)",
+                               code="request_too_large")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise too_big
+        body = bytearray()
+        async for piece in http.stream():
+            body += piece
+            if len(body) > limit:
+                raise too_big
+        return bytes(body)
+
+    def finish(visit: Visit) -> None:
+        if visit.finished:  # a stream is finished by its generator or, if that never ran, after the response
+            return
+        visit.finished = True
+        r, p, a = visit.receipt, visit.parsed, visit.answer
+        candidate = r.candidate if r else "none"
+        gw.metrics.requests.labels(visit.route, candidate, str(visit.status)).inc()
+        gw.metrics.request_seconds.labels(visit.route).observe(time.perf_counter() - visit.started)
+        if a is not None and visit.status == 200:
+            gw.metrics.answer(candidate, a.energy_j, a.energy_source, a.prompt_tokens, a.completion_tokens)
+        if visit.admitted:
+            visit.admitted = False
+            gw.admission.leave()
+            gw.metrics.pending.dec()
+        record = {"request_id": visit.request_id, "route": visit.route, "client": visit.client,
+                  "key_id": visit.key_id, "status": visit.status,
+                  "latency_s": round(time.perf_counter() - visit.started, 6),
+                  "model": p.model if p else None, "stream": p.stream if p else None, "candidate": candidate,
+                  "energy_weight": r.lam if r else None, "router_latency_s": round(r.router_wall_s, 6) if r else None,
+                  "energy_j": r.energy_j if r else None, "energy_source": r.energy_source if r else None,
+                  "prompt_tokens": a.prompt_tokens if a else None,
+                  "completion_tokens": a.completion_tokens if a else None,
+                  "fallback_from": r.fallback_from if r and r.fallback_from else None, "error": visit.error}
+        if gw.cfg.log_prompts and p is not None:
+            record["prompt"] = p.all_text
+        access_log.info(json.dumps(record))
+
+    def error_response(visit: Visit, error: GatewayError) -> JSONResponse:
+        visit.status, visit.error = error.status, error.message
+        headers = {"X-Request-Id": visit.request_id} | error.headers
+        if visit.receipt is not None and error.status >= 500:
+            headers |= visit.receipt.headers()
+        return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+    async def complete(http: Request, kind: Kind):
+        visit = Visit(uuid.uuid4().hex[:16], http.url.path, http.client.host if http.client else "-")
+        streaming = False
+        try:
+            authorize(http, visit)
+            wait = gw.limiter.take(visit.key_id)
+            if wait > 0:
+                raise GatewayError(429, f"rate limit of {gw.cfg.limits.rate_per_minute:g} requests per minute "
+                                        "exceeded for this key", "rate_limit_error", "rate_limited",
+                                   {"Retry-After": retry_after(wait)})
+            if not gw.admission.enter():
+                raise GatewayError(503, f"the gateway is full ({gw.cfg.limits.max_pending} requests pending); "
+                                        "retry shortly", "overloaded_error", "overloaded", {"Retry-After": "1"})
+            visit.admitted = True
+            gw.metrics.pending.inc()
+            visit.parsed = parse_request(await read_body(http), kind)
+            header = http.headers.get(WEIGHT_HEADER)
+            header_weight = parse_weight(header, "the X-Energy-Weight header") if header is not None else None
+            gw.check_prompt(visit.parsed)
+            order, visit.receipt = await gw.route(visit.parsed, header_weight)
+            if visit.parsed.stream:
+                stream = await gw.open_stream(visit.parsed, order, visit.receipt)
+                streaming = True
+                return StreamingResponse(relay(visit, stream), media_type="text/event-stream",
+                                         headers=visit.receipt.headers() | {"X-Request-Id": visit.request_id},
+                                         background=BackgroundTask(finish, visit))
+            visit.answer = await gw.answer(visit.parsed, order, visit.receipt)
+            body = visit.answer.body | {"model": visit.receipt.candidate}
+            body["usage"] = (body.get("usage") or {}) | {"jouleroute": visit.receipt.usage()}
+            visit.status = 200
+            return JSONResponse(body, headers=visit.receipt.headers() | {"X-Request-Id": visit.request_id})
+        except GatewayError as error:
+            return error_response(visit, error)
+        finally:
+            if not streaming:
+                finish(visit)
+
+    async def relay(visit: Visit, stream: Stream):
+        """Pass the upstream's chunks on; the energy goes on the last chunk, once the token counts are in."""
+        parsed, receipt = visit.parsed, visit.receipt
+        held, usage_chunk = None, None
+        try:
+            async for chunk in stream.chunks:
+                chunk["model"] = receipt.candidate
+                if chunk.get("usage") and not chunk.get("choices"):
+                    usage_chunk = chunk
+                elif any(c.get("finish_reason") for c in chunk.get("choices") or []):
+                    held = chunk
+                else:
+                    yield sse(chunk)
+            visit.answer = answer = stream.answer
+            receipt.energy_j, receipt.energy_source = answer.energy_j, answer.energy_source
+            usage = {"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
+                     "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+                     "jouleroute": receipt.usage()}
+            if held is not None and not parsed.include_usage:
+                held["usage"] = usage  # no usage chunk was asked for: the energy rides on the last chunk
+                yield sse(held)
+            else:
+                if held is not None:
+                    yield sse(held)
+                base = usage_chunk or held or {"model": receipt.candidate}
+                yield sse({k: v for k, v in base.items() if k not in ("choices", "usage")} | {"choices": [],
+                                                                                          "usage": usage})
+            yield sse("[DONE]")
+            visit.status = 200
+        except UpstreamError as error:
+            gw.metrics.upstream_errors.labels(receipt.candidate, str(error.status)).inc()
+            visit.status, visit.error = error.status, str(error)
+            yield sse(GatewayError(error.status, str(error), "upstream_error", "upstream_failed").body())
+        except BaseException:
+            visit.status, visit.error = 499, "client went away mid-stream"
+            raise
+        finally:
+            finish(visit)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(http: Request):
+        return await complete(http, "chat")
+
+    @app.post("/v1/completions")
+    async def completions(http: Request):
+        return await complete(http, "completion")
+
+    @app.get("/v1/models")
+    async def models(http: Request):
+        visit = Visit(uuid.uuid4().hex[:16], http.url.path, http.client.host if http.client else "-")
+        try:
+            authorize(http, visit)
+        except GatewayError as error:
+            return error_response(visit, error)
+        data = [{"id": m, "object": "model", "owned_by": "jouleroute"} for m in gw.models]
+        return {"object": "list", "data": data}
+
+    @app.get("/healthz")
+    async def healthz():
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz():
+        problems = await gw.problems()  # the router is loaded before the app exists
+        body = {"status": "ready" if not problems else "not ready", "router": gw.router.name if gw.router else None,
+                "upstreams": list(gw.upstreams), "problems": problems}
+        return JSONResponse(body, status_code=200 if not problems else 503)
+
+    @app.get("/metrics")
+    async def metrics():
+        return Response(gw.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    return app

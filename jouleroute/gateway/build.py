@@ -1,0 +1,108 @@
+"""Build a gateway from params: the router, the upstreams and the keys its config names.
+
+With an empty ``gateway`` section this is the embedded default of ``jouleroute serve``: the
+pool's candidates generated in-process (one loaded model per pool model) behind the trained
+LM router of ``paths.grpo_dir/model``, energy metered with the ``energy`` section's meter.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from jouleroute.config import Params
+from jouleroute.energy import make_meter
+from jouleroute.energy.base import Meter
+from jouleroute.gateway.auth import KeyStore
+from jouleroute.gateway.config import LOOPBACK_HOSTS, GatewayConfig, UpstreamConfig
+from jouleroute.gateway.energy import ExpectedEnergy
+from jouleroute.gateway.routers import GatewayRouter, LearnedGatewayRouter, LMGatewayRouter, PlainGatewayRouter
+from jouleroute.gateway.service import Gateway
+from jouleroute.gateway.remote import RemoteUpstream
+from jouleroute.gateway.upstreams import InProcessUpstream, Upstream
+
+logger = logging.getLogger(__name__)
+
+
+def check_exposure(cfg: GatewayConfig, keys: KeyStore) -> None:
+    """Refuse to serve an open gateway beyond loopback unless the config says it is meant."""
+    if not keys.required and cfg.host not in LOOPBACK_HOSTS and not cfg.auth.allow_anonymous:
+        raise ValueError(f"gateway.host is {cfg.host!r} but no API key is configured (gateway.auth.keys_file or "
+                         f"${cfg.auth.keys_env}); set keys, bind to 127.0.0.1, or set gateway.auth.allow_anonymous")
+
+
+def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> GatewayRouter:
+    rc = cfg.router
+    low, high = min(p.router_data.lambdas), max(p.router_data.lambdas)
+    if rc.kind == "lm":
+        from jouleroute.routing.lm_router import LMRouter
+
+        path = Path(rc.path) if rc.path else p.paths.resolve("grpo_dir", root) / "model"
+        path = path if path.is_absolute() else root / path
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"gateway.router: no trained LM router at {path}; run `make run` (or `dvc repro "
+                                    "grpo`) first, or set gateway.router.path / gateway.router.kind")
+        return LMGatewayRouter(LMRouter(path, meter=meter, cfg=p.router), rc.lam)
+    if rc.kind == "always":
+        from jouleroute.routing.simple import AlwaysRouter
+
+        return PlainGatewayRouter(AlwaysRouter(rc.candidate, p.candidate_ids), (low, high))
+    import pandas as pd
+
+    from jouleroute.routing.registry import build_router as build_baseline
+
+    profile = pd.read_parquet(p.paths.resolve("profile", root))
+    queries = pd.read_parquet(p.paths.resolve("queries", root))
+    candidates = [c for c in p.candidate_ids if c in set(profile["candidate_id"])] or sorted(
+        profile["candidate_id"].unique())
+    baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
+        update={"cache_dir": None})})  # routed queries are new every time: a cache only grows
+    router = build_baseline(rc.kind, profile, queries, candidates, baselines, meter=meter)
+    return LearnedGatewayRouter(router, (low, high), rc.lam)
+
+
+def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, lock: threading.Lock,
+                    expected: ExpectedEnergy) -> dict[str, Upstream]:
+    configured = cfg.upstreams or {c: UpstreamConfig(kind="inprocess") for c in p.candidate_ids}
+    if not configured:
+        raise ValueError("nothing to serve: the params have no pool and gateway.upstreams is empty")
+    pool = {c.candidate_id: c for c in p.pool}
+    backends: dict[str, object] = {}  # one loaded model per pool model, shared by its candidates
+    upstreams: dict[str, Upstream] = {}
+    for cid, up in configured.items():
+        if up.kind == "openai":
+            upstreams[cid] = RemoteUpstream(cid, up.base_url, up.served_name or cid, expected, up.timeout_s,
+                                            up.connect_timeout_s, up.concurrency, up.api_key_env)
+            continue
+        if cid not in pool:
+            raise ValueError(f"gateway.upstreams.{cid}: an inprocess upstream must be a pool candidate "
+                             f"({sorted(pool)})")
+        cand = pool[cid]
+        if cand.model not in backends:
+            from jouleroute.backends.factory import make_backend
+
+            backend_cfg = p.backend if p.backend.kind != "openai" else p.backend.model_copy(
+                update={"kind": "transformers"})
+            logger.info("loading %s for %s", cand.model, cid)
+            backends[cand.model] = make_backend(backend_cfg, cand.model, p.models[cand.model],
+                                                p.paths.resolve("models_dir", root))
+        upstreams[cid] = InProcessUpstream(cand, backends[cand.model], meter, lock)
+    return upstreams
+
+
+def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None) -> Gateway:
+    cfg = cfg or p.gateway
+    keys = KeyStore.load(cfg.auth, root)
+    check_exposure(cfg, keys)
+    meter = make_meter(p.energy)
+    lock = threading.Lock()
+    expected = ExpectedEnergy.from_profile(p.paths.resolve("profile", root), p.energy.prefill_weight)
+    router = build_router(p, cfg, root, meter)
+    stale = sorted(set(router.candidates) - set(p.candidate_ids))
+    if not cfg.upstreams and stale:  # the embedded default serves the params' pool
+        raise ValueError(f"the router ({router.name}) was trained for candidates {stale} that the params' pool "
+                         f"({p.candidate_ids}) lacks; rerun `make run` so router and pool match, or map them "
+                         "in gateway.upstreams")
+    upstreams = build_upstreams(p, cfg, root, meter, lock, expected)
+    return Gateway(cfg, router, upstreams, keys, lock)

@@ -1,0 +1,98 @@
+"""Typed ``gateway`` section of params.yaml: what ``jouleroute serve`` routes to, and its limits.
+
+Left empty, the gateway serves the params' own pool in-process (the ``make run`` models)
+behind the trained LM router, on loopback, without API keys. Every key is checked: a typo
+is an error, like everywhere else in params.yaml.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from jouleroute.strict import StrictModel
+
+AUTO_MODEL = "jouleroute-auto"
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+class GatewayRouterConfig(StrictModel):
+    """Which router answers ``model: jouleroute-auto``.
+
+    ``lm``: the trained LM router checkpoint (default ``paths.grpo_dir/model``).
+    ``knn`` / ``mlp`` / ``mf``: a baseline fitted at start-up on the profile's train split
+    (``baselines`` section). ``always``: one fixed candidate (a routing-free deployment).
+    """
+
+    kind: Literal["lm", "knn", "mlp", "mf", "always"] = "lm"
+    path: str | None = None  # lm: checkpoint folder; relative paths are from the repo root
+    candidate: str | None = None  # always: the candidate
+    lam: float | None = Field(default=None, ge=0)  # default energy weight; None: router.lam / baselines.lam
+    # concurrent queries decided in one router pass; None: the router's own (LM: router.batch_size)
+    batch_size: int | None = Field(default=None, ge=1)
+    batch_wait_s: float = Field(default=0.002, ge=0)  # how long a pass waits for company
+
+    @model_validator(mode="after")
+    def _always_needs_candidate(self) -> "GatewayRouterConfig":
+        if (self.kind == "always") != (self.candidate is not None):
+            raise ValueError("router.candidate is required with kind 'always' and only allowed with it")
+        return self
+
+
+class UpstreamConfig(StrictModel):
+    """Where one candidate's answers come from.
+
+    ``openai``: an OpenAI-compatible server (``vllm serve``, another gateway); energy is the
+    profile's expectation for that candidate and the answer's token counts.
+    ``inprocess``: the pool's model loaded in this process; energy is metered.
+    """
+
+    kind: Literal["openai", "inprocess"]
+    base_url: str | None = None  # openai: the server's /v1 root
+    served_name: str | None = None  # openai: the model name on that server (default: the candidate id)
+    api_key_env: str | None = None  # openai: env var holding the upstream's key (never the key)
+    timeout_s: float = Field(default=120.0, gt=0)  # whole request, streaming included
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    concurrency: int = Field(default=32, ge=1)  # requests in flight to this upstream at once
+
+    @model_validator(mode="after")
+    def _openai_needs_url(self) -> "UpstreamConfig":
+        if self.kind == "openai" and not self.base_url:
+            raise ValueError("an openai upstream needs base_url (its /v1 root)")
+        if self.kind == "inprocess" and (self.base_url or self.served_name or self.api_key_env):
+            raise ValueError("base_url, served_name and api_key_env only apply to openai upstreams")
+        return self
+
+
+class AuthConfig(StrictModel):
+    """API keys: one per line in ``keys_file`` and/or comma-separated in the env var ``keys_env``.
+
+    A line may hold the key itself or ``sha256:<hex>`` of it; only hashes are kept in memory.
+    With no key configured the gateway is open, which it allows only on a loopback host
+    unless ``allow_anonymous`` says so.
+    """
+
+    keys_file: str | None = None
+    keys_env: str | None = "JOULEROUTE_API_KEYS"
+    allow_anonymous: bool = False
+
+
+class LimitsConfig(StrictModel):
+    max_body_bytes: int = Field(default=1_000_000, ge=1024)  # 413 above
+    max_prompt_tokens: int = Field(default=8192, ge=1)  # 400 above
+    max_output_tokens: int = Field(default=2048, ge=1)  # a larger max_tokens is a 400
+    rate_per_minute: float = Field(default=600.0, gt=0)  # per API key (per client address when open)
+    burst: int = Field(default=60, ge=1)
+    max_pending: int = Field(default=512, ge=1)  # requests admitted at once; more get 503 + Retry-After
+
+
+class GatewayConfig(StrictModel):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    router: GatewayRouterConfig = GatewayRouterConfig()
+    upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)  # empty: the pool, in-process
+    fallback: bool = False  # on an upstream failure, try the router's next-best candidate
+    auth: AuthConfig = AuthConfig()
+    limits: LimitsConfig = LimitsConfig()
+    log_prompts: bool = False  # the access log never holds prompt text unless this is on

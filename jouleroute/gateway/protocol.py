@@ -1,0 +1,175 @@
+"""The OpenAI wire format as the gateway reads and writes it: request checks, bodies, chunks, receipts."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Literal
+
+Kind = Literal["chat", "completion"]
+# Fields the gateway reads and never forwards (sent by clients as extra_body).
+GATEWAY_FIELDS = ("energy_weight", "task")
+WEIGHT_HEADER = "x-energy-weight"
+
+
+class GatewayError(Exception):
+    """An answer other than 200, in OpenAI's error shape."""
+
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error", code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.code = status, message, type_, code
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": None}}
+
+
+@dataclass
+class ParsedRequest:
+    kind: Kind
+    body: dict  # what goes upstream: the client's fields less the gateway's own
+    model: str
+    stream: bool
+    include_usage: bool
+    max_tokens: int | None
+    route_text: str  # what the router reads
+    all_text: str  # every prompt character, for the token limit
+    task: str
+    weight: float | None  # from the body (extra_body)
+
+
+def _text(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def parse_request(raw: bytes, kind: Kind) -> ParsedRequest:
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise GatewayError(400, f"the request body is not valid JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise GatewayError(400, "the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise GatewayError(400, "'model' is required: 'jouleroute-auto' or a candidate id (GET /v1/models)")
+    if kind == "chat":
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
+            raise GatewayError(400, "'messages' must be a non-empty list of {role, content} objects")
+        texts = [_text(m.get("content")) for m in messages]
+        users = [t for m, t in zip(messages, texts) if m["role"] == "user"]
+        route_text, all_text = (users[-1] if users else texts[-1]), "\n".join(texts)
+    else:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = body["prompt"] = prompt[0]
+        if not isinstance(prompt, str):
+            raise GatewayError(400, "'prompt' must be one string (batched prompts are not supported)")
+        route_text = all_text = prompt
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
+        raise GatewayError(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise GatewayError(400, f"'stream' must be true or false, got {stream!r}")
+    task = body.get("task", "")
+    if not isinstance(task, str):
+        raise GatewayError(400, f"'task' must be a string, got {task!r}")
+    weight = parse_weight(body["energy_weight"], "the body field energy_weight") if "energy_weight" in body else None
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    upstream = {k: v for k, v in body.items() if k not in GATEWAY_FIELDS}
+    return ParsedRequest(kind, upstream, model, stream, include_usage, max_tokens, route_text, all_text, task, weight)
+
+
+def parse_weight(value, where: str) -> float:
+    try:
+        weight = float(value)
+    except (TypeError, ValueError):
+        raise GatewayError(400, f"{where} must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(weight):
+        raise GatewayError(400, f"{where} must be a finite number, got {value!r}")
+    return weight
+
+
+def new_id(kind: Kind) -> str:
+    return f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex[:24]}"
+
+
+def completion_body(kind: Kind, model: str, text: str, finish: str, prompt_tokens: int, completion_tokens: int) -> dict:
+    base = {"id": new_id(kind), "created": int(time.time()), "model": model}
+    if kind == "chat":
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+        obj = "chat.completion"
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+        obj = "text_completion"
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+             "total_tokens": prompt_tokens + completion_tokens}
+    return base | {"object": obj, "choices": [choice], "usage": usage}
+
+
+def body_chunks(body: dict, kind: Kind) -> list[dict]:
+    """A whole answer as stream chunks: the content, then the finish reason, then usage."""
+    base = {k: body[k] for k in ("id", "created", "model")}
+    base["object"] = "chat.completion.chunk" if kind == "chat" else "text_completion"
+    choice = body["choices"][0]
+    if kind == "chat":
+        first = {"index": 0, "delta": {"role": "assistant", "content": choice["message"]["content"]},
+                 "finish_reason": None}
+        last = {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}
+    else:
+        first = {"index": 0, "text": choice["text"], "logprobs": None, "finish_reason": None}
+        last = {"index": 0, "text": "", "logprobs": None, "finish_reason": choice["finish_reason"]}
+    return [base | {"choices": [first]}, base | {"choices": [last]}, base | {"choices": [], "usage": body["usage"]}]
+
+
+def sse(obj: dict | str) -> bytes:
+    return f"data: {obj if isinstance(obj, str) else json.dumps(obj)}\n\n".encode()
+
+
+@dataclass
+class Receipt:
+    """What a request cost and who answered: the ``usage.jouleroute`` extension and the headers."""
+
+    candidate: str
+    lam: float | None  # None: the client named the candidate, no routing
+    router: str = "none"
+    router_wall_s: float = 0.0  # time the request spent being routed (queue + pass)
+    router_compute_s: float = 0.0  # the router pass itself
+    router_energy_j: float = 0.0
+    router_energy_source: str = "none"
+    energy_j: float | None = None
+    energy_source: str = "pending"
+    answer_s: float = 0.0
+    fallback_from: list[str] = field(default_factory=list)
+
+    def usage(self) -> dict:
+        return {"candidate": self.candidate, "energy_weight": self.lam, "energy_j": self.energy_j,
+                "energy_source": self.energy_source, "answer_latency_s": round(self.answer_s, 6),
+                "router": {"name": self.router, "latency_s": round(self.router_wall_s, 6),
+                           "compute_s": round(self.router_compute_s, 6), "energy_j": self.router_energy_j,
+                           "energy_source": self.router_energy_source},
+                "fallback_from": self.fallback_from}
+
+    def headers(self) -> dict[str, str]:
+        h = {"X-Jouleroute-Candidate": self.candidate, "X-Jouleroute-Router": self.router,
+             "X-Jouleroute-Router-Latency-S": f"{self.router_wall_s:.6f}",
+             "X-Jouleroute-Router-Energy-J": f"{self.router_energy_j:.6g}",
+             "X-Jouleroute-Router-Energy-Source": self.router_energy_source,
+             "X-Jouleroute-Energy-Source": self.energy_source}
+        if self.lam is not None:
+            h["X-Jouleroute-Energy-Weight"] = f"{self.lam:g}"
+        if self.energy_j is not None:
+            h["X-Jouleroute-Energy-J"] = f"{self.energy_j:.6g}"
+        if self.fallback_from:
+            h["X-Jouleroute-Fallback-From"] = ",".join(self.fallback_from)
+        return h

@@ -1,0 +1,136 @@
+"""The gateway's work between the HTTP layer and the upstreams: pick the candidate, get the answer.
+
+``Gateway`` holds the router, the upstreams, the limits and the metrics. ``route`` decides
+who answers (the router for ``jouleroute-auto``, the client otherwise); ``answer`` and
+``open_stream`` call the upstreams in that order, moving to the next-best candidate on an
+upstream failure when fallback is on, and say so in the receipt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+import time
+
+from jouleroute.gateway.auth import KeyStore
+from jouleroute.gateway.config import AUTO_MODEL, GatewayConfig
+from jouleroute.gateway.limits import Admission, RateLimiter
+from jouleroute.gateway.metrics import GatewayMetrics
+from jouleroute.gateway.protocol import GatewayError, ParsedRequest, Receipt
+from jouleroute.gateway.routers import GatewayRouter, Query, RouteBatcher
+from jouleroute.gateway.upstreams import Answer, Stream, Upstream, UpstreamError
+
+logger = logging.getLogger(__name__)
+
+BYTES_PER_TOKEN = 4  # the prompt-token estimate when no tokenizer is at hand
+
+
+class Gateway:
+    def __init__(self, cfg: GatewayConfig, router: GatewayRouter | None, upstreams: dict[str, Upstream],
+                 keys: KeyStore | None = None, compute_lock: threading.Lock | None = None, tokenizer=None) -> None:
+        if router is not None:
+            missing = sorted(set(router.candidates) - set(upstreams))
+            if missing:
+                raise ValueError(f"the router ({router.name}) can choose {missing}, which no upstream serves; "
+                                 f"add them to gateway.upstreams (served: {sorted(upstreams)})")
+        self.cfg, self.router, self.upstreams = cfg, router, upstreams
+        self.keys = keys or KeyStore(set())
+        self.lock = compute_lock or threading.Lock()
+        self.tokenizer = tokenizer or (router.tokenizer() if router is not None else None)
+        self.metrics = GatewayMetrics()
+        self.limiter = RateLimiter(cfg.limits.rate_per_minute, cfg.limits.burst)
+        self.admission = Admission(cfg.limits.max_pending)
+        self.batcher = (RouteBatcher(router, self.lock, cfg.router.batch_size, cfg.router.batch_wait_s)
+                        if router is not None else None)
+
+    @property
+    def models(self) -> list[str]:
+        return ([AUTO_MODEL] if self.router is not None else []) + list(self.upstreams)
+
+    def check_prompt(self, request: ParsedRequest) -> None:
+        limit = self.cfg.limits.max_prompt_tokens
+        if self.tokenizer is not None:
+            n, how = len(self.tokenizer(request.all_text, add_special_tokens=False)["input_ids"]), "tokens"
+        else:
+            n, how = math.ceil(len(request.all_text.encode()) / BYTES_PER_TOKEN), "tokens (estimated, 4 bytes each)"
+        if n > limit:
+            raise GatewayError(400, f"the prompt is {n} {how}; this gateway accepts at most {limit} "
+                                    "(gateway.limits.max_prompt_tokens)", code="prompt_too_long")
+        if request.max_tokens is not None and request.max_tokens > self.cfg.limits.max_output_tokens:
+            raise GatewayError(400, f"max_tokens={request.max_tokens} exceeds this gateway's limit of "
+                                    f"{self.cfg.limits.max_output_tokens} (gateway.limits.max_output_tokens)")
+
+    async def route(self, request: ParsedRequest, header_weight: float | None) -> tuple[list[str], Receipt]:
+        """The candidates to try, best first, and the receipt so far."""
+        if request.weight is not None and header_weight is not None and request.weight != header_weight:
+            raise GatewayError(400, f"two energy weights: X-Energy-Weight {header_weight:g} and "
+                                    f"energy_weight {request.weight:g}; send one")
+        weight = request.weight if request.weight is not None else header_weight
+        if request.model in self.upstreams:  # the client chose: no routing, λ unused
+            return [request.model], Receipt(candidate=request.model, lam=None)
+        if request.model != AUTO_MODEL or self.router is None:
+            raise GatewayError(404, f"model '{request.model}' is not served here; available: {self.models}",
+                               code="model_not_found")
+        try:
+            lam = self.router.check_lambda(self.router.default_lam if weight is None else weight)
+        except ValueError as error:
+            raise GatewayError(400, f"{error}; send X-Energy-Weight within it", code="energy_weight_out_of_range")
+        started = time.perf_counter()
+        try:
+            result = await self.batcher.route(Query(request.route_text, request.task, lam))
+        except Exception as error:  # a router bug must not take the gateway down: 500, logged
+            logger.exception("routing failed")
+            raise GatewayError(500, f"the router ({self.router.name}) failed: {type(error).__name__}: {error}",
+                               "server_error", "routing_failed") from error
+        wall = time.perf_counter() - started
+        self.metrics.routing_seconds.observe(wall)
+        self.metrics.router_energy.labels(self.router.name, result.energy_source).inc(
+            result.energy_j if math.isfinite(result.energy_j) else 0.0)
+        order = result.ranking if self.cfg.fallback else result.ranking[:1]
+        return order, Receipt(candidate=order[0], lam=lam, router=self.router.name, router_wall_s=wall,
+                              router_compute_s=result.compute_s, router_energy_j=result.energy_j,
+                              router_energy_source=result.energy_source)
+
+    async def _try(self, order: list[str], receipt: Receipt, call):
+        for i, candidate in enumerate(order):
+            upstream = self.upstreams[candidate]
+            started = time.perf_counter()
+            try:
+                out = await call(upstream)
+            except UpstreamError as error:
+                self.metrics.upstream_errors.labels(candidate, str(error.status)).inc()
+                logger.warning("%s", error)
+                if not error.retryable or i == len(order) - 1:
+                    raise GatewayError(error.status, str(error) + _tried(receipt.fallback_from),
+                                       type_="upstream_error", code="upstream_failed") from error
+                receipt.fallback_from.append(candidate)
+                continue
+            receipt.candidate, receipt.answer_s = candidate, time.perf_counter() - started
+            if receipt.fallback_from:
+                self.metrics.fallbacks.labels(receipt.fallback_from[0], candidate).inc()
+            return out
+        raise AssertionError("no candidate to try")
+
+    async def answer(self, request: ParsedRequest, order: list[str], receipt: Receipt) -> Answer:
+        answer = await self._try(order, receipt, lambda u: u.complete(request))
+        receipt.energy_j, receipt.energy_source = answer.energy_j, answer.energy_source
+        return answer
+
+    async def open_stream(self, request: ParsedRequest, order: list[str], receipt: Receipt) -> Stream:
+        stream = await self._try(order, receipt, lambda u: u.stream(request))
+        if stream.answer is not None:  # in-process: the whole answer is already known
+            receipt.energy_j, receipt.energy_source = stream.answer.energy_j, stream.answer.energy_source
+        return stream
+
+    async def problems(self) -> list[str]:
+        found = await asyncio.gather(*(u.problem() for u in self.upstreams.values()))
+        return [p for p in found if p]
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(u.aclose() for u in self.upstreams.values()))
+
+
+def _tried(failed: list[str]) -> str:
+    return f" (after falling back from {failed})" if failed else ""

@@ -1,0 +1,47 @@
+"""Expected failures as one line with the fix; anything else keeps its traceback (so does ``--debug``)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+
+def _one_line(text: str) -> str:
+    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
+
+
+def _missing_file(exc: FileNotFoundError, ctx) -> str:
+    found = exc.filename or next(iter(re.findall(r"(/[^\s'\"]+)", str(exc))), None)
+    if found is None:
+        return _one_line(str(exc))
+    shown = os.path.relpath(found) if Path(found).is_absolute() else found
+    stage = ctx.producer_of(found) if ctx is not None else None
+    fix = f": run `{ctx.repro_hint(stage)}` first" if stage else ""
+    return f"missing input {shown}{fix}"
+
+
+def expected_error(exc: BaseException, ctx) -> str | None:
+    """The message to print for an expected failure, or ``None`` for a bug (traceback wanted)."""
+    from jouleroute.benchmarks.reading import BenchmarkDataError
+    from jouleroute.benchmarks.tasks import UnknownTaskError
+    from jouleroute.config import ParamsError
+    from jouleroute.energy.zeus_meter import MeterUnavailableError
+    from jouleroute.evaluation.frontier import OracleSanityError
+    from jouleroute.evaluation.run import MixedEnergySourcesError
+    from jouleroute.replay.outcome_table import OutcomeTableError
+    from jouleroute.stages import StageFailed
+    from jouleroute.tracking import TrackingStoreError
+
+    if isinstance(exc, (ParamsError, StageFailed)):
+        return str(exc)  # already written for people: one line per problem
+    if isinstance(exc, FileNotFoundError):
+        return _missing_file(exc, ctx)
+    if isinstance(exc, MeterUnavailableError):
+        return "no energy meter: " + _one_line(str(exc))
+    if isinstance(exc, MixedEnergySourcesError):
+        return _one_line(str(exc))
+    if isinstance(exc, (BenchmarkDataError, OutcomeTableError, UnknownTaskError, OracleSanityError,
+                        TrackingStoreError)):
+        return "data error: " + _one_line(str(exc).strip("'\""))
+    return None

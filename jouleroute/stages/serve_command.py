@@ -1,0 +1,54 @@
+"""``jouleroute serve``: the energy-aware OpenAI-compatible gateway (docs/gateway.md)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import yaml
+
+from jouleroute.config import ParamsError
+from jouleroute.stages.context import StageContext
+
+logger = logging.getLogger(__name__)
+
+
+def load_gateway_config(ctx: StageContext, config: str | None):
+    """The params' ``gateway`` section, or the one in ``--config FILE`` (a mapping of gateway keys)."""
+    from pydantic import ValidationError
+
+    from jouleroute.gateway.config import GatewayConfig
+
+    if config is None:
+        return ctx.params.gateway
+    path = Path(config)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+        return GatewayConfig.model_validate(raw.get("gateway", raw) if isinstance(raw, dict) else raw)
+    except FileNotFoundError:
+        raise ParamsError(f"{path}: not found") from None
+    except (yaml.YAMLError, ValidationError) as error:
+        raise ParamsError(f"{path}: not a valid gateway config: {error}") from None
+
+
+def serve_command(ctx: StageContext, args) -> None:
+    import uvicorn
+
+    from jouleroute.gateway.app import create_app
+    from jouleroute.gateway.build import build_gateway
+
+    cfg = load_gateway_config(ctx, getattr(args, "config", None))
+    update = {k: v for k, v in (("host", getattr(args, "host", None)), ("port", getattr(args, "port", None)))
+              if v is not None}
+    cfg = cfg.model_validate(cfg.model_dump() | update) if update else cfg
+    try:
+        gateway = build_gateway(ctx.params, ctx.root, cfg)
+    except (ValueError, FileNotFoundError) as error:
+        raise ParamsError(str(error)) from None
+    logger.info("serving %s on http://%s:%d/v1 (router %s)", gateway.models, cfg.host, cfg.port,
+                gateway.router.name if gateway.router else "none")
+    # Keep-alive outlasts clients' and load balancers' usual 5 s idle timeout, so the client closes
+    # first and no request goes down a connection the gateway is closing. On SIGTERM, in-flight
+    # requests get 30 s to finish.
+    uvicorn.run(create_app(gateway), host=cfg.host, port=cfg.port, log_level="warning", access_log=False,
+                timeout_keep_alive=30, timeout_graceful_shutdown=30)

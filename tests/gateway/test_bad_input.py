@@ -1,0 +1,51 @@
+"""Bad requests get the right 4xx with a clear message, and the gateway keeps serving."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.gateway.conftest import API_KEY
+
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+GOOD = {"model": "jouleroute-auto", "prompt": "what is 1 plus 2", "max_tokens": 4}
+
+
+def _post(url, body=None, headers=AUTH, content=None, path="/v1/completions"):
+    return httpx.post(url + path, json=body, content=content, headers=headers, timeout=30)
+
+
+CASES = {
+    "malformed json": (dict(content=b'{"model": "jouleroute-auto", "prompt": ', headers=AUTH | {
+        "Content-Type": "application/json"}), 400, "not valid JSON"),
+    "missing key": (dict(body=GOOD, headers={}), 401, "missing API key"),
+    "wrong key": (dict(body=GOOD, headers={"Authorization": "Bearer nope"}), 401, "invalid API key"),
+    "oversized prompt": (dict(body=GOOD | {"prompt": "word " * 200}), 400, "max_prompt_tokens"),
+    "oversized body": (dict(body=GOOD | {"prompt": "x" * 5000}), 413, "max_body_bytes"),
+    "unknown model": (dict(body=GOOD | {"model": "gpt-9"}), 404, "not served here"),
+    "weight out of range": (dict(body=GOOD, headers=AUTH | {"X-Energy-Weight": "5"}), 400, "outside the router's"),
+    "weight not a number": (dict(body=GOOD | {"energy_weight": "lots"}), 400, "must be a number"),
+    "two different weights": (dict(body=GOOD | {"energy_weight": 1}, headers=AUTH | {"X-Energy-Weight": "0"}),
+                              400, "two energy weights"),
+    "no messages": (dict(body={"model": "small"}, path="/v1/chat/completions"), 400, "'messages'"),
+    "max_tokens over the limit": (dict(body=GOOD | {"max_tokens": 100_000}), 400, "max_output_tokens"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_request_gets_a_clear_4xx_and_the_gateway_keeps_serving(gateway_url, case):
+    kwargs, status, message = CASES[case]
+    response = _post(gateway_url, **kwargs)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert message in error["message"]
+    assert response.headers["x-request-id"]
+    assert _post(gateway_url, GOOD).status_code == 200
+
+
+def test_rate_limit_answers_429_with_retry_after(make_gateway, upstream_urls):
+    url, _ = make_gateway(upstream_urls, limits={"rate_per_minute": 1, "burst": 2})
+    statuses = [_post(url, GOOD | {"model": "small"}).status_code for _ in range(3)]
+    assert statuses == [200, 200, 429]
+    limited = _post(url, GOOD)
+    assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1

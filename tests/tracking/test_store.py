@@ -1,0 +1,118 @@
+"""The MLflow store decided by jouleroute.tracking: artifacts inside the store, a moved store relocated,
+a foreign location refused, the router registry. Real MLflow on sqlite in tmp_path."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from jouleroute.tracking import (TrackingStoreError, experiment_id, register_router, stage_run, tag_latest_router,
+                                 tracking_uri)
+
+
+@pytest.fixture(scope="module")
+def migrated_db(tmp_path_factory) -> Path:
+    """One empty, migrated MLflow database; tests copy it (MLflow's schema migration costs seconds per store)."""
+    db = tmp_path_factory.mktemp("template") / "mlflow.db"
+    MlflowClient(tracking_uri=tracking_uri(db)).search_experiments()
+    return db
+
+
+def _store(template: Path, clone: Path) -> str:
+    """A clone folder with its own (copied) store; returns the tracking URI."""
+    (clone / "mlruns").mkdir(parents=True)
+    shutil.copy2(template, clone / "mlruns/mlflow.db")
+    return tracking_uri(clone / "mlruns/mlflow.db")
+
+
+def _local(uri: str) -> Path:
+    return Path(uri.removeprefix("file://"))
+
+
+def _one_stage_run(root: Path, tmp_file: Path) -> str:
+    uri = tracking_uri(root / "mlruns/mlflow.db")  # the clone's own store
+    with stage_run(uri, "exp", "prepare", {"git_sha": "x"}, {"prepare.seed": 0}) as run:
+        run.log_metrics({"n_queries": 3, "skipped": None, "nan": float("nan")})
+        run.log_artifact(tmp_file)
+    return run.run_id
+
+
+def test_stage_run_keeps_artifacts_beside_the_store_and_tags_it(tmp_path, migrated_db):
+    note = tmp_path / "note.txt"
+    note.write_text("hello")
+    _store(migrated_db, tmp_path / "clone")
+    run_id = _one_stage_run(tmp_path / "clone", note)
+    client = MlflowClient(tracking_uri=tracking_uri(tmp_path / "clone/mlruns/mlflow.db"))
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["run_kind"] == "stage" and run.data.tags["energy_source"] == "none"
+    assert run.data.metrics == {"n_queries": 3.0}  # None and NaN are not logged
+    assert run.data.params["prepare.seed"] == "0"
+    assert _local(run.info.artifact_uri).is_relative_to(tmp_path / "clone/mlruns/artifacts/exp")
+    assert (_local(run.info.artifact_uri) / "note.txt").read_text() == "hello"
+
+
+def test_a_failing_stage_leaves_a_failed_run(tmp_path, migrated_db):
+    uri = _store(migrated_db, tmp_path)
+    with pytest.raises(RuntimeError):
+        with stage_run(uri, "exp", "validate", {}, {}) as run:
+            raise RuntimeError("boom")
+    assert MlflowClient(tracking_uri=uri).get_run(run.run_id).info.status == "FAILED"
+
+
+def test_a_copied_clone_writes_inside_itself_and_keeps_old_artifacts_readable(tmp_path, migrated_db):
+    note = tmp_path / "note.txt"
+    note.write_text("hello")
+    _store(migrated_db, tmp_path / "original")
+    first = _one_stage_run(tmp_path / "original", note)
+    shutil.copytree(tmp_path / "original", tmp_path / "copy")
+    shutil.rmtree(tmp_path / "original")  # the copy must not need (or write into) the original
+    second = _one_stage_run(tmp_path / "copy", note)
+    client = MlflowClient(tracking_uri=tracking_uri(tmp_path / "copy/mlruns/mlflow.db"))
+    for run_id in (first, second):
+        folder = _local(client.get_run(run_id).info.artifact_uri)
+        assert folder.is_relative_to(tmp_path / "copy"), folder
+        assert (folder / "note.txt").read_text() == "hello"
+    assert not (tmp_path / "original").exists()
+
+
+def test_a_location_outside_the_store_is_refused(tmp_path, migrated_db):
+    uri = _store(migrated_db, tmp_path)
+    client = MlflowClient(tracking_uri=uri)
+    client.create_experiment("foreign", artifact_location=(tmp_path / "elsewhere").as_uri())
+    with pytest.raises(TrackingStoreError, match="outside this store"):
+        experiment_id(client, uri, "foreign")
+
+
+def test_register_router_adds_a_tagged_version_per_call(tmp_path, migrated_db):
+    uri = _store(migrated_db, tmp_path)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    versions = []
+    for _ in range(2):
+        with stage_run(uri, "jouleroute", "grpo", {}, {}) as run:
+            versions.append(register_router(uri, "jouleroute", run.run_id, model,
+                                            {"lambda_min": 0.0, "lambda_max": 2.0}))
+    assert versions == ["1", "2"]
+    assert tag_latest_router(uri, "jouleroute", {"aiq": 0.5}) == "2"
+    client = MlflowClient(tracking_uri=uri)
+    latest = client.get_model_version("jouleroute-router", "2")
+    assert latest.tags["lambda_max"] == "2.0" and latest.tags["aiq"] == "0.5"
+    pointer = client.download_artifacts(latest.run_id, "router/pointer.json", str(tmp_path))
+    assert "model.safetensors" in Path(pointer).read_text()
+
+
+def test_a_store_written_by_older_code_is_relocated_too(tmp_path, migrated_db):
+    """Stores made before the per-experiment folder used ``<store>/artifacts`` (and no root tag)."""
+    uri = _store(migrated_db, tmp_path / "a")
+    client = MlflowClient(tracking_uri=uri)
+    client.create_experiment("old", artifact_location=(tmp_path / "a/mlruns/artifacts").as_uri())
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    moved = tracking_uri(tmp_path / "b/mlruns/mlflow.db")
+    exp = experiment_id(MlflowClient(tracking_uri=moved), moved, "old")
+    location = MlflowClient(tracking_uri=moved).get_experiment(exp).artifact_location
+    assert location == (tmp_path / "b/mlruns/artifacts").as_uri()
