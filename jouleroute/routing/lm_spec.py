@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from jouleroute.routing.scaffold import Scaffold
+from jouleroute.routing.utility import normalize_energy
 
 SPEC_FILE = "router_spec.json"
 DEFAULT_LABELS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -44,8 +45,6 @@ def format_lambda(lam: float) -> str:
 
 def normalized(energy: Mapping[str, float], candidates: Sequence[str], norm: str) -> list[float]:
     """The candidates' energies scaled to [0, 1] across the pool (1 = most expensive)."""
-    from jouleroute.routing.utility import normalize_energy  # pure python, no torch
-
     scaled = normalize_energy({c: float(energy[c]) for c in candidates}, norm)
     return [scaled[c] for c in candidates]
 

@@ -17,7 +17,8 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' requested but torch sees no CUDA GPU; use device: auto or cpu")
+        raise RuntimeError("device 'cuda' requested (backend.device, router.device or a training device) but "
+                           "torch sees no CUDA GPU; use device: auto or cpu")
     return device
 
 

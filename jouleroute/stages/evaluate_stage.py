@@ -78,9 +78,8 @@ def swept_name(family: str, lam: float) -> str:
     return f"{family}:{lam:g}"
 
 
-def headline(metrics: dict, deployed_lam: float) -> dict[str, dict]:
-    """The compact, git-tracked comparison: ``{row: figures}``, one JSON file per row, so `dvc metrics show`
-    prints a short table (a row per family, the oracle and the best single) instead of one endless row.
+def headline_rows(metrics: dict, deployed_lam: float) -> dict[str, dict]:
+    """The headline as rows (a family, the oracle, the best single; for people: `jouleroute where`).
     A family's accuracy and J/query are its operating point nearest the deployed λ (``router.lam``)."""
     r = lambda x: round(x, 4) if isinstance(x, float) else x
     source = metrics["energy_source"]
@@ -104,15 +103,30 @@ def headline(metrics: dict, deployed_lam: float) -> dict[str, dict]:
     return rows
 
 
-def write_headline(ctx: StageContext, result) -> None:
-    from jouleroute.stages.context import write_json
+def headline(metrics: dict, deployed_lam: float) -> dict:
+    """The compact, git-tracked comparison for `dvc metrics show/diff` and `dvc exp show`: ONE file with
+    short keys that are unique (so `dvc exp show` needs no ``file:`` prefix) and few (so one row fits
+    ~120 columns). In order (`dvc exp show` keeps it): ``acc``/``J`` of the deployed LM router at
+    ``router.lam`` (headline view), its ``lam*``, ``aiq.<family>`` for every swept family, the oracle's and
+    the best single's accuracy, and the energy source. Everything else: artifacts/evaluate/metrics.json
+    and MLflow, under the same names."""
+    rows = headline_rows(metrics, deployed_lam)
+    r = lambda x: round(x, 3) if isinstance(x, float) else x
+    out: dict = {}
+    if "lm" in rows:
+        out |= {"acc": r(rows["lm"].get("accuracy")), "J": r(rows["lm"].get("j_per_query")),
+                "lam*": r(rows["lm"].get("lambda_star"))}
+    out["aiq"] = {family: r(block["aiq"]) for family, block in metrics.get("families", {}).items()}
+    out |= {"oracle": r(rows["oracle"]["accuracy"]), "single": r(rows["best_single"]["accuracy"]),
+            "source": metrics["energy_source"]}
+    return {k: v for k, v in out.items() if v is not None and v != {}}
 
-    folder, rows = ctx.path("headline_dir"), headline(result.metrics, ctx.params.router.lam)
-    for old in folder.glob("*.json"):  # a row of an earlier run (a family since dropped) must not linger
-        if old.stem not in rows and "energy_source" in json.loads(old.read_text() or "{}"):
-            old.unlink()
-    for row, figures in rows.items():
-        write_json(folder / f"{row}.json", figures)
+
+def write_headline(ctx: StageContext, result) -> None:
+    from jouleroute.atomic import atomic_write_text
+
+    figures = headline(result.metrics, ctx.params.router.lam)  # key order kept: `dvc exp show` shows it
+    atomic_write_text(ctx.path("headline"), json.dumps(figures, indent=2) + "\n")
 
 
 def _sample_split(queries: pd.DataFrame, split: str, limit: int | None, seed: int) -> pd.DataFrame:

@@ -22,7 +22,6 @@ def study_report_command(ctx: StageContext, args: argparse.Namespace | None = No
     oracle = stat(report["oracle"])
     routers = {name: (e, stat(e)) for name, e in report["routers"].items() if e["kind"] == "router"}
     best_name = max(singles, key=lambda n: (singles[n]["accuracy"], -singles[n]["j_per_query"]))
-    best = singles[best_name]
     lines = [
         "# Replay study: routing a 7B–70B open-weight pool (RouterBench outcomes)",
         "",

@@ -44,12 +44,14 @@ def base_model_dir(ctx: StageContext) -> str:
 
 
 def sft_stage(ctx: StageContext) -> dict:
+    from jouleroute.training.common import StepProgress
     from jouleroute.training.sft import run_sft
 
     ensure_experiment(ctx.tracking_uri, ctx.params.tracking.experiment)
     started = int(time.time() * 1000)
     metrics = run_sft(ctx.params.sft, ctx.path("router_data_dir"), base_model_dir(ctx), ctx.path("sft_dir"),
-                      tracking_uri=ctx.tracking_uri, cache_dir=ctx.path("trunk_cache"))
+                      tracking_uri=ctx.tracking_uri, cache_dir=ctx.path("trunk_cache"),
+                      callbacks=[StepProgress(ctx.progress, "SFT steps")], progress=ctx.progress)
     metrics["heldout"] = heldout_check(ctx, ctx.path("sft_dir") / "model", "sft")
     metrics["heldout_key"] = _heldout_key(ctx)
     write_json(ctx.path("sft_dir") / "metrics.json", metrics)
@@ -59,12 +61,14 @@ def sft_stage(ctx: StageContext) -> dict:
 
 def grpo_stage(ctx: StageContext) -> dict:
     """GRPO, then SFT-only vs SFT+GRPO on held-out (val) queries; keeps the better one when configured."""
+    from jouleroute.training.common import StepProgress
     from jouleroute.training.grpo import run_grpo
 
     ensure_experiment(ctx.tracking_uri, ctx.params.tracking.experiment)
     started = int(time.time() * 1000)
     metrics = run_grpo(ctx.params.grpo, ctx.path("router_data_dir"), ctx.path("sft_dir"), ctx.path("grpo_dir"),
-                       tracking_uri=ctx.tracking_uri, cache_dir=ctx.path("trunk_cache"))
+                       tracking_uri=ctx.tracking_uri, cache_dir=ctx.path("trunk_cache"),
+                       callbacks=[StepProgress(ctx.progress, "GRPO steps")], progress=ctx.progress)
     sft_check = _sft_heldout(ctx)
     grpo_check = heldout_check(ctx, ctx.path("grpo_dir") / "model", "grpo")
     metrics["heldout_sft"], metrics["heldout"] = sft_check, grpo_check

@@ -21,16 +21,20 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
         ("GRPO router", rel("grpo_dir") / "model"),
         ("evaluation report", rel("evaluate_dir") / "report.md"),
         ("plots", rel("evaluate_dir") / "plots"),
-        ("headline metrics", rel("headline_dir")),
+        ("headline metrics", rel("headline")),
         ("MLflow store", rel("mlflow_db")),
     ]
     print(f"\njouleroute results ({ctx.params_path.name})")
     for label, path in rows:
         mark = "ok " if (ctx.root / path).exists() else "-- "
         print(f"  {mark}{label:18s} {path}")
-    rows = {p.stem: json.loads(p.read_text()) for p in sorted(ctx.path("headline_dir").glob("*.json"))}
-    if rows:
-        print(f"\nheadline ({rel('headline_dir')}/, as `dvc metrics show` prints it):")
+    metrics_path = ctx.path("evaluate_dir") / "metrics.json"
+    if metrics_path.exists():
+        from jouleroute.stages.evaluate_stage import headline_rows
+
+        rows = headline_rows(json.loads(metrics_path.read_text()), ctx.params.router.lam)
+        print(f"\nheadline (test split; swept routers at their point nearest router.lam={ctx.params.router.lam:g}; "
+              f"compact: {rel('headline')}):")
         for line in headline_table(rows):
             print("  " + line)
     _print_stage_runs(ctx)

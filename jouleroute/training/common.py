@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import torch
 from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, set_seed
 from transformers.trainer_callback import PrinterCallback
 from transformers.trainer_utils import get_last_checkpoint
@@ -88,6 +87,37 @@ class LogLinesCallback(TrainerCallback):
                      if k in ("loss", "reward", "kl", "learning_rate", "epoch")
                      or (k.startswith("rewards/") and k.endswith("/mean"))}
             log.info("step %d: %s", state.global_step, shown)
+
+
+class StepProgress(TrainerCallback):
+    """Training steps on the caller's progress bar (``progress(total, label) -> tick``); a resumed run starts
+    the bar at its checkpoint's step. The library never draws bars itself (trainer tqdm is off)."""
+
+    def __init__(self, progress, label: str):
+        self.progress, self.label, self.tick = progress, label, None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.tick = self.progress(int(state.max_steps), self.label)
+        if state.global_step:
+            self.tick(int(state.global_step))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.tick is not None:
+            self.tick(1)
+
+
+def train_timed(trainer: Trainer, resume: str | None) -> dict[str, Any]:
+    """``trainer.train()`` (resumed from ``resume`` when given): loss, steps and wall seconds."""
+    import time
+
+    if resume:
+        log.info("resuming from %s", resume)
+    started = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=resume)
+    seconds = time.perf_counter() - started
+    log.info("%d steps in %.1f s, loss %.4f", trainer.state.global_step, seconds, result.training_loss)
+    return {"train_loss": float(result.training_loss), "global_step": int(trainer.state.global_step),
+            "train_s": seconds, "resumed_from": resume}
 
 
 def quiet_trainer(trainer: Trainer) -> Trainer:

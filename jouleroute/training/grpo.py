@@ -23,14 +23,15 @@ from transformers import TrainerCallback
 from jouleroute.routing.lm_spec import RouterSpec, format_lambda
 from jouleroute.routing.utility import normalize_energy
 from jouleroute.training.common import (
-    MODEL, quiet_trainer, resume_point, save_final_model, seed_everything, set_threads, trainer_kwargs, write_json,
+    MODEL, quiet_trainer, resume_point, save_final_model, seed_everything, set_threads, trainer_kwargs, train_timed,
+    write_json,
 )
 from jouleroute.training.config import GrpoConfig
 from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, stage_run
 from jouleroute.training.policy import attach_policy, detach_policy, release_fused_head
 from jouleroute.training.rewards import build_rewards
 from jouleroute.training.router_model import load_setup, marked_prompt, policy_cache
-from jouleroute.training.sft import _train, read_jsonl
+from jouleroute.training.sft import read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,8 @@ def track_choices(reward: Callable, spec: RouterSpec, energy_norm: str) -> Calla
 
 
 def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, tracking_uri: str | None = None,
-             *, callbacks: Sequence[TrainerCallback] = (), cache_dir: Path | None = None) -> dict:
+             *, callbacks: Sequence[TrainerCallback] = (), cache_dir: Path | None = None,
+             progress=None) -> dict:
     """GRPO from ``sft_dir/model`` on train.jsonl x λ; saves ``out_dir/model``; returns metrics."""
     seed_everything(cfg.seed)
     set_threads(cfg.threads)
@@ -81,7 +83,7 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, trac
         spec.check_lambda(lam)
     source = data_dir / "train.jsonl"
     rows = read_jsonl(source)
-    setup = load_setup(sft_model, spec, rows, cfg.train_last_layers, cfg.device, cache_dir)
+    setup = load_setup(sft_model, spec, rows, cfg.train_last_layers, cfg.device, cache_dir, progress)
     generations = cfg.num_generations or len(spec.candidates)
     cache = policy_cache(setup, rows, temperature=cfg.temperature)
     prompts = []
@@ -115,7 +117,7 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, trac
             model=model, reward_funcs=funcs, args=args, train_dataset=Dataset.from_list(prompts),
             processing_class=setup.tokenizer, callbacks=[MlflowMetricsCallback(mlflow), *callbacks]))
         release_fused_head(model)
-        metrics = _train(trainer, resume)
+        metrics = train_timed(trainer, resume)
         detach_policy(model)
         model_dir = save_final_model(model, setup.tokenizer, out_dir, sft_model)
         metrics.update(n_prompts=len(prompts), device=setup.device, num_generations=generations,

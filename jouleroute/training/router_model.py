@@ -38,7 +38,8 @@ class RouterTrainingSetup:
 
 def load_setup(model_dir: str | Path, spec: RouterSpec, rows: Sequence[dict], train_last_layers: int | None,
                device_name: str, cache_dir: Path | None, progress=None) -> RouterTrainingSetup:
-    """The router LM from ``model_dir``, cut at ``train_last_layers``, with features for ``rows``' questions."""
+    """The router LM from ``model_dir``, cut at ``train_last_layers``, with features for ``rows``' questions.
+    ``progress(total, label) -> tick``: a bar while features are computed (not when read from the cache)."""
     device = resolve_device(device_name)
     tokenizer = load_tokenizer(model_dir)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device)
@@ -53,7 +54,8 @@ def load_setup(model_dir: str | Path, spec: RouterSpec, rows: Sequence[dict], tr
             log.info("trunk features read from %s", path)
             return RouterTrainingSetup(model, tokenizer, spec, split, labels, torch.load(path), 0.0, device)
     log.info("computing trunk features for %d prompts (%d frozen layers)", len(prompts), split.n_frozen)
-    features = split.features(prompts, pad_id=tokenizer.pad_token_id, progress=progress)
+    tick = progress(len(prompts), "trunk features") if progress is not None else None
+    features = split.features(prompts, pad_id=tokenizer.pad_token_id, progress=tick)
     elapsed = time.perf_counter() - started
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,8 @@ from transformers import TrainerCallback
 
 from jouleroute.routing.lm_spec import RouterSpec, format_lambda
 from jouleroute.training.common import (
-    quiet_trainer, resume_point, save_final_model, seed_everything, set_threads, trainer_kwargs, write_json,
+    quiet_trainer, resume_point, save_final_model, seed_everything, set_threads, trainer_kwargs, train_timed,
+    write_json,
 )
 from jouleroute.training.config import SftConfig
 from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, stage_run
@@ -93,7 +94,7 @@ def _weights(model: str | Path) -> list[Path]:
 
 def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir: Path,
             tracking_uri: str | None = None, *, callbacks: Sequence[TrainerCallback] = (),
-            cache_dir: Path | None = None) -> dict:
+            cache_dir: Path | None = None, progress=None) -> dict:
     """Fine-tune ``base_model_dir`` (a local folder or hub id) on train.jsonl; returns metrics."""
     seed_everything(cfg.seed)
     set_threads(cfg.threads)
@@ -107,7 +108,7 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
     spec = RouterSpec.load(data_dir)
     targets = label_targets(spec, rows, source)
     fit = soft_targets(spec, rows, source) if cfg.targets == "soft" else targets
-    setup = load_setup(base_model_dir, spec, rows, cfg.train_last_layers, cfg.device, cache_dir)
+    setup = load_setup(base_model_dir, spec, rows, cfg.train_last_layers, cfg.device, cache_dir, progress)
     cache = policy_cache(setup, rows)
     cache.sft_lambdas, cache.sft_targets = torch.tensor(spec.lambdas, dtype=torch.float32), fit
     examples = []
@@ -130,7 +131,7 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
             model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=setup.tokenizer,
             callbacks=[MlflowMetricsCallback(mlflow), *callbacks]))
         release_fused_head(model)
-        metrics = _train(trainer, resume)
+        metrics = train_timed(trainer, resume)
         detach_policy(model)
         model_dir = save_final_model(model, setup.tokenizer, out_dir, data_dir)
         metrics.update(n_queries=len(rows), device=setup.device, trunk_features_s=setup.features_s,
@@ -140,19 +141,6 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
         log_stage_end(mlflow, "sft", metrics, model_dir, cfg)
     write_json(out_dir / "metrics.json", metrics)
     return metrics
-
-
-def _train(trainer, resume: str | None) -> dict[str, Any]:
-    import time
-
-    if resume:
-        log.info("resuming from %s", resume)
-    started = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=resume)
-    seconds = time.perf_counter() - started
-    log.info("%d steps in %.1f s, loss %.4f", trainer.state.global_step, seconds, result.training_loss)
-    return {"train_loss": float(result.training_loss), "global_step": int(trainer.state.global_step),
-            "train_s": seconds, "resumed_from": resume}
 
 
 @torch.no_grad()

@@ -23,17 +23,17 @@ from torch import nn
 log = logging.getLogger(__name__)
 
 
-def _submodel(backbone: nn.Module, layers: Sequence[nn.Module], norm: nn.Module) -> nn.Module:
-    """A view of ``backbone`` with only ``layers`` (shared, not copied) and ``norm`` at the end."""
+def _submodel(backbone: nn.Module, start: int, stop: int, norm: nn.Module) -> nn.Module:
+    """A view of ``backbone`` with only its layers ``start:stop`` (shared, not copied) and ``norm`` at the end."""
+    layers = list(backbone.layers)[start:stop]
     view = copy.copy(backbone)
     view._modules = dict(backbone._modules)
     view.layers = nn.ModuleList(layers)
     view.norm = norm
     view.config = copy.deepcopy(backbone.config)
     view.config.num_hidden_layers = len(layers)
-    start = len(backbone.layers) - len(layers) if layers and layers[0] is not backbone.layers[0] else 0
     if getattr(view.config, "layer_types", None):
-        view.config.layer_types = list(view.config.layer_types)[start:start + len(layers)]
+        view.config.layer_types = list(view.config.layer_types)[start:stop]
     return view
 
 
@@ -45,8 +45,8 @@ class TrunkSplit:
         layers = list(backbone.layers)
         k = len(layers) if train_last_layers is None else min(train_last_layers, len(layers))
         self.model, self.n_frozen, self.n_trained = model, len(layers) - k, k
-        self.bottom = _submodel(backbone, layers[: self.n_frozen], nn.Identity())
-        self.top = _submodel(backbone, layers[self.n_frozen:], backbone.norm)
+        self.bottom = _submodel(backbone, 0, self.n_frozen, nn.Identity())
+        self.top = _submodel(backbone, self.n_frozen, len(layers), backbone.norm)
         for param in model.parameters():
             param.requires_grad_(False)
         for param in list(self.top.layers.parameters()) + list(backbone.norm.parameters()):

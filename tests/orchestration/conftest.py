@@ -8,7 +8,6 @@ so the test of "one run at a time" does not idle.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import time
@@ -16,9 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
-from tests.pipeline.conftest import BIN, REPO, run, tiny_params
+from tests.pipeline.conftest import BIN, make_repo, tiny_params  # noqa: F401 (make_repo: used by the tests)
 
 
 def free_port() -> int:
@@ -86,19 +84,3 @@ def small_params(model_dir: Path, **overrides) -> dict:
     return params
 
 
-def make_repo(root: Path, params: dict) -> Path:
-    """A git + DVC repository with the project's dvc.yaml, code and data."""
-    root.mkdir(parents=True)
-    for item in ("dvc.yaml", "jouleroute", "data/benchmarks"):
-        src = REPO / item
-        if src.is_dir():
-            shutil.copytree(src, root / item, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, root / item)
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    (root / ".gitignore").write_text("/artifacts/\n/mlruns/\n__pycache__/\n")
-    run(["git", "init", "-q"], root)
-    run([str(BIN / "dvc"), "init", "-q"], root)
-    run(["git", "add", "-A"], root)
-    run(["git", "commit", "-qm", "tiny"], root)
-    return root

@@ -33,7 +33,7 @@ def workdir(path, model_dir):
     params = small_params(model_dir)
     params["paths"]["data_dir"] = str(REPO / "data/benchmarks")
     (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    STAGES["prepare"][0](StageContext.load(path / "params.yaml", path))
+    STAGES["prepare"].run(StageContext.load(path / "params.yaml", path))
     return path
 
 

@@ -40,9 +40,10 @@ def tiny_params(model_dir: Path) -> dict:
     return params
 
 
-def run(cmd: list[str], cwd: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
+def run(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           **(env or {})}
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, **kw)
     if check and done.returncode != 0:
         raise AssertionError(f"{cmd} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
@@ -56,21 +57,28 @@ def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-model"))
 
 
-@pytest.fixture(scope="session")
-def tiny_repo(tmp_path_factory, tiny_model) -> Path:
-    """A git + DVC repository with the project's dvc.yaml, code and data, and tiny params."""
-    root = tmp_path_factory.mktemp("repo")
-    # README.md and data/model_cards.yaml: the `report` stage writes the README's generated block.
-    for item in ("dvc.yaml", "jouleroute", "data/benchmarks", "data/model_cards.yaml", "README.md"):
+def make_repo(root: Path, params: dict, items=("dvc.yaml", "jouleroute", "data/benchmarks")) -> Path:
+    """A git + DVC repository at ``root`` with the project's dvc.yaml, code and data, and ``params``."""
+    root.mkdir(parents=True, exist_ok=True)
+    for item in items:
         src = REPO / item
+        (root / item).parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
             shutil.copytree(src, root / item, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(src, root / item)
-    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(tiny_model), sort_keys=False))
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (root / ".gitignore").write_text("/artifacts/\n/mlruns/\n__pycache__/\n")
     run(["git", "init", "-q"], root)
     run([str(BIN / "dvc"), "init", "-q"], root)
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-qm", "tiny"], root)
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_repo(tmp_path_factory, tiny_model) -> Path:
+    """A git + DVC repository with the project's dvc.yaml, code and data, and tiny params."""
+    # README.md and data/model_cards.yaml: the `report` stage writes the README's generated block.
+    return make_repo(tmp_path_factory.mktemp("repo"), tiny_params(tiny_model),
+                     ("dvc.yaml", "jouleroute", "data/benchmarks", "data/model_cards.yaml", "README.md"))

@@ -8,6 +8,7 @@ from conftest import toy_tables
 from transformers import AutoModelForCausalLM, TrainerCallback
 
 from jouleroute.routing.lm_router import LMRouter
+from jouleroute.training.common import StepProgress
 from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.training.grpo import run_grpo
 from jouleroute.training.router_data import run_router_data
@@ -111,15 +112,30 @@ class FirstStep(TrainerCallback):
         self.first = self.first or state.global_step
 
 
+class Bars:
+    """A progress factory recording each bar's total and ticks (what the CLI draws with tqdm)."""
+
+    def __init__(self):
+        self.bars: dict[str, list[int]] = {}
+
+    def __call__(self, total: int, label: str):
+        self.bars[label] = [total, 0]
+        return lambda n: self.bars[label].__setitem__(1, self.bars[label][1] + n)
+
+
 def test_sft_resumes_from_the_last_checkpoint_after_a_kill(data_dir, tiny_model_dir, tmp_path):
     cfg = SftConfig(max_steps=4, batch_size=8, save_steps=2, logging_steps=2)
     with pytest.raises(RuntimeError, match="simulated kill"):
         run_sft(cfg, data_dir, tiny_model_dir, tmp_path, callbacks=[KillAt(3)])
     assert not (tmp_path / "model").exists()
-    first = FirstStep()
-    metrics = run_sft(cfg, data_dir, tiny_model_dir, tmp_path, callbacks=[first])
+    first, bars = FirstStep(), Bars()
+    metrics = run_sft(cfg, data_dir, tiny_model_dir, tmp_path, callbacks=[first, StepProgress(bars, "SFT steps")],
+                      progress=bars)
     assert metrics["resumed_from"].endswith("checkpoint-2")
     assert first.first == 3 and metrics["global_step"] == 4  # steps 1-2 were not redone
+    assert bars.bars["SFT steps"] == [4, 4]  # the bar starts at the checkpoint's step and ends full
+    total, ticked = bars.bars["trunk features"]
+    assert total == len((data_dir / "train.jsonl").read_text().splitlines()) == ticked
     # a different training config must not pick up these checkpoints (DVC persists the folder)
     changed_cfg = cfg.model_copy(update={"learning_rate": 2e-5, "max_steps": 2})
     assert run_sft(changed_cfg, data_dir, tiny_model_dir, tmp_path)["resumed_from"] is None
