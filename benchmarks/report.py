@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from _common import RESULTS
 
@@ -88,14 +89,34 @@ def end_to_end(file_name: str, title: str) -> None:
           f"target; load {data['load_avg_1m_before']} before, {data['cpus']} CPUs) |\n")
 
 
+def all_tables() -> None:
+    for path in sorted(RESULTS.glob("batching*.json")):
+        batching(path.name)
+    meter_overhead()
+    router_scoring()
+    loglik_levers()
+    end_to_end("end_to_end.json", "`make run` stage by stage")
+    end_to_end("study_end_to_end.json", "`make study` stage by stage")
+
+
+def write_readme() -> None:
+    """Replace the generated block of benchmarks/README.md with the tables of results/*.json."""
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        all_tables()
+    readme = RESULTS.parent / "README.md"
+    text = readme.read_text()
+    begin = text.index("<!-- report:begin")
+    begin = text.index("\n", begin) + 1
+    end = text.index("<!-- report:end -->")
+    readme.write_text(text[:begin] + "\n" + buffer.getvalue().strip() + "\n\n" + text[end:])
+
+
 if __name__ == "__main__":
     try:
-        for path in sorted(RESULTS.glob("batching*.json")):
-            batching(path.name)
-        meter_overhead()
-        router_scoring()
-        loglik_levers()
-        end_to_end("end_to_end.json", "`make run` stage by stage")
-        end_to_end("study_end_to_end.json", "`make study` stage by stage")
+        write_readme() if sys.argv[1:] == ["--readme"] else all_tables()
     except FileNotFoundError as error:
         print(f"(no results yet: {error.filename})\n")
