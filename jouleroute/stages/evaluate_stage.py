@@ -16,6 +16,7 @@ import pandas as pd
 
 from jouleroute.energy import make_meter
 from jouleroute.evaluation import RouterRun, run_evaluate
+from jouleroute.evaluation.headline import headline
 from jouleroute.routing.learned import LearnedRouter
 from jouleroute.routing.registry import build_router
 from jouleroute.routing.simple import mix_of
@@ -76,50 +77,6 @@ def swept_name(family: str, lam: float) -> str:
     """A swept router's name, e.g. ``knn:0.05``: the same key in metrics.json, MLflow and the reports
     (MLflow metric names allow ':' but not '@')."""
     return f"{family}:{lam:g}"
-
-
-def headline_rows(metrics: dict, deployed_lam: float) -> dict[str, dict]:
-    """The headline as rows (a family, the oracle, the best single; for people: `jouleroute where`).
-    A family's accuracy and J/query are its operating point nearest the deployed λ (``router.lam``)."""
-    r = lambda x: round(x, 4) if isinstance(x, float) else x
-    source = metrics["energy_source"]
-    singles = metrics["singles"]
-    best = max(singles, key=lambda c: (singles[c]["accuracy"], -singles[c]["j_per_query"]))
-    rows = {"oracle": {**{k: r(v) for k, v in metrics["oracle"].items()}, "energy_source": source},
-            # a single candidate's AIQ is the zero-router AIQ: the frontier of the singles alone
-            "best_single": {"accuracy": r(singles[best]["accuracy"]), "j_per_query": r(singles[best]["j_per_query"]),
-                            "aiq": r(metrics["aiq_zero_router"]), "energy_source": source}}
-    for family, block in metrics.get("families", {}).items():
-        members = {n: m for n, m in metrics["routers"].items() if n.startswith(f"{family}:")}
-        point = min(members, key=lambda n: abs(float(n.split(":")[1]) - deployed_lam)) if members else None
-        rows[family] = {"aiq": r(block["aiq"]), "energy_source": source}
-        if point is not None:
-            rows[family] |= {"accuracy": r(members[point]["accuracy"]), "j_per_query": r(members[point]["j_per_query"])}
-        if block.get("lambda_star") is not None:
-            rows[family]["lambda_star"] = r(block["lambda_star"])
-    for name, router in metrics["routers"].items():
-        if ":" not in name:  # a router without a λ sweep (random): one operating point
-            rows[name] = {k: r(router[k]) for k in ("accuracy", "j_per_query", "aiq")} | {"energy_source": source}
-    return rows
-
-
-def headline(metrics: dict, deployed_lam: float) -> dict:
-    """The compact, git-tracked comparison for `dvc metrics show/diff` and `dvc exp show`: ONE file with
-    short keys that are unique (so `dvc exp show` needs no ``file:`` prefix) and few (so one row fits
-    ~120 columns). In order (`dvc exp show` keeps it): ``acc``/``J`` of the deployed LM router at
-    ``router.lam`` (headline view), its ``lam*``, ``aiq.<family>`` for every swept family, the oracle's and
-    the best single's accuracy, and the energy source. Everything else: artifacts/evaluate/metrics.json
-    and MLflow, under the same names."""
-    rows = headline_rows(metrics, deployed_lam)
-    r = lambda x: round(x, 3) if isinstance(x, float) else x
-    out: dict = {}
-    if "lm" in rows:
-        out |= {"acc": r(rows["lm"].get("accuracy")), "J": r(rows["lm"].get("j_per_query")),
-                "lam*": r(rows["lm"].get("lambda_star"))}
-    out["aiq"] = {family: r(block["aiq"]) for family, block in metrics.get("families", {}).items()}
-    out |= {"oracle": r(rows["oracle"]["accuracy"]), "single": r(rows["best_single"]["accuracy"]),
-            "source": metrics["energy_source"]}
-    return {k: v for k, v in out.items() if v is not None and v != {}}
 
 
 def write_headline(ctx: StageContext, result) -> None:

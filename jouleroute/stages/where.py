@@ -6,6 +6,7 @@ import argparse
 import json
 from datetime import datetime
 
+from jouleroute.evaluation.headline import headline_rows
 from jouleroute.stages import STAGES
 from jouleroute.stages.context import StageContext
 
@@ -30,8 +31,6 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
         print(f"  {mark}{label:18s} {path}")
     metrics_path = ctx.path("evaluate_dir") / "metrics.json"
     if metrics_path.exists():
-        from jouleroute.stages.evaluate_stage import headline_rows
-
         rows = headline_rows(json.loads(metrics_path.read_text()), ctx.params.router.lam)
         print(f"\nheadline (test split; swept routers at their point nearest router.lam={ctx.params.router.lam:g}; "
               f"compact: {rel('headline')}):")

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.pipeline.conftest import BIN, make_repo, tiny_params  # noqa: F401 (make_repo: used by the tests)
+from tests.pipeline.conftest import BIN, tiny_params
 
 
 def free_port() -> int:

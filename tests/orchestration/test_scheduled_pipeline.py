@@ -16,8 +16,8 @@ import yaml
 
 from flows.cli import main as flow_cli
 from tasks.version import stage_version
-from tests.orchestration.conftest import free_port, make_repo, small_params
-from tests.pipeline.conftest import BIN, REPO
+from tests.orchestration.conftest import free_port, small_params
+from tests.pipeline.conftest import BIN, REPO, make_repo
 
 pytestmark = pytest.mark.timeout(600)
 
