@@ -114,6 +114,8 @@ def quiet_libraries() -> None:
 
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    # MLflow sets its own loggers' level when it is imported (after this): it reads the level from here
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     # MLflow's pyfunc type-hint advice is for model authors, not for someone running the pipeline;
     # transformers' deprecation notices are about calls inside TRL, which a user cannot act on
     warnings.filterwarnings("ignore", module=r"mlflow\..*")

@@ -185,9 +185,11 @@ def run_tags(stage: str, base: dict[str, str], energy_source: str | None) -> dic
 
 @contextmanager
 def stage_run(uri: str | None, experiment: str, stage: str, tags: dict[str, str], params: dict[str, Any],
-              energy_source: str | None = None) -> Iterator[StageRun | None]:
+              energy_source: str | None = None, start_time_ms: int | None = None) -> Iterator[StageRun | None]:
     """One run named ``stage`` with the standard tags and ``params``; yields ``None`` when tracking is off.
-    The run ends FAILED when the body raises, so a failed stage is visible next to the good ones."""
+    The run ends FAILED when the body raises, so a failed stage is visible next to the good ones.
+    ``start_time_ms``: when the stage began (its results are logged at the end), so that the run's
+    duration in the MLflow UI is the stage's wall time."""
     if not uri:
         yield None
         return
@@ -196,7 +198,7 @@ def stage_run(uri: str | None, experiment: str, stage: str, tags: dict[str, str]
 
     client = MlflowClient(tracking_uri=uri)
     exp = experiment_id(client, uri, experiment)
-    run = StageRun(client, client.create_run(exp, run_name=stage,
+    run = StageRun(client, client.create_run(exp, run_name=stage, start_time=start_time_ms,
                                              tags=run_tags(stage, tags, energy_source)).info.run_id)
     try:
         run.log_params(params)

@@ -35,16 +35,28 @@ def headline(metrics: dict, deployed_lam: float) -> dict:
     """The compact, git-tracked comparison for `dvc metrics show/diff` and `dvc exp show`: ONE file with
     short keys that are unique (so `dvc exp show` needs no ``file:`` prefix) and few (so one row fits
     ~120 columns). In order (`dvc exp show` keeps it): ``acc``/``J`` of the deployed LM router at
-    ``router.lam`` (headline view), its ``lam*``, ``aiq.<family>`` for every swept family, the oracle's and
-    the best single's accuracy, and the energy source. Everything else: artifacts/evaluate/metrics.json
-    and MLflow, under the same names."""
+    ``router.lam`` (headline view), its ``lam_star`` (λ*), ``aiq.<family>`` for every swept family, the oracle's and
+    the best single's accuracy, and the energy source. The evaluate run in MLflow carries the same keys
+    (``flat_headline``); everything else is in artifacts/evaluate/metrics.json and MLflow, under the
+    same names. (Keys use only characters MLflow accepts in a metric name.)"""
     rows = headline_rows(metrics, deployed_lam)
     r = lambda x: round(x, 3) if isinstance(x, float) else x
     out: dict = {}
     if "lm" in rows:
         out |= {"acc": r(rows["lm"].get("accuracy")), "J": r(rows["lm"].get("j_per_query")),
-                "lam*": r(rows["lm"].get("lambda_star"))}
+                "lam_star": r(rows["lm"].get("lambda_star"))}
     out["aiq"] = {family: r(block["aiq"]) for family, block in metrics.get("families", {}).items()}
     out |= {"oracle": r(rows["oracle"]["accuracy"]), "single": r(rows["best_single"]["accuracy"]),
             "source": metrics["energy_source"]}
     return {k: v for k, v in out.items() if v is not None and v != {}}
+
+
+def flat_headline(figures: dict) -> dict[str, float]:
+    """The headline's numbers under the names `dvc metrics show` prints (``aiq.lm``), for MLflow."""
+    flat: dict[str, float] = {}
+    for key, value in figures.items():
+        if isinstance(value, dict):
+            flat |= {f"{key}.{k}": v for k, v in flat_headline(value).items()}
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            flat[key] = float(value)
+    return flat

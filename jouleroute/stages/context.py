@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -42,6 +43,8 @@ class StageContext:
     root: Path
     params_path: Path
     progress: ProgressFactory = field(default=_no_progress)
+    # when the stage began: its MLflow run starts here, so the run's duration is the stage's wall time
+    started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
     @classmethod
     def load(cls, params_path: str | Path = "params.yaml", root: str | Path | None = None,
@@ -75,7 +78,7 @@ class StageContext:
             if dump.get(section) is not None:
                 params.update(flat_params(section, dump[section]))
         return stage_run(self.tracking_uri, self.params.tracking.experiment, stage, self.tags(stage), params,
-                         energy_source)
+                         energy_source, start_time_ms=self.started_ms)
 
     def require_inputs(self, stage: str) -> None:
         for name in INPUTS.get(stage, ()):

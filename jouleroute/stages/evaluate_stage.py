@@ -16,12 +16,12 @@ import pandas as pd
 
 from jouleroute.energy import make_meter
 from jouleroute.evaluation import RouterRun, run_evaluate
-from jouleroute.evaluation.headline import headline
+from jouleroute.evaluation.headline import flat_headline, headline
 from jouleroute.routing.learned import LearnedRouter
 from jouleroute.routing.registry import build_router
 from jouleroute.routing.simple import mix_of
 from jouleroute.stages.context import StageContext
-from jouleroute.tracking import tag_latest_router
+from jouleroute.tracking import StageRun, tag_latest_router
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +84,10 @@ def write_headline(ctx: StageContext, result) -> None:
 
     figures = headline(result.metrics, ctx.params.router.lam)  # key order kept: `dvc exp show` shows it
     atomic_write_text(ctx.path("headline"), json.dumps(figures, indent=2) + "\n")
+    if ctx.tracking_uri and result.mlflow_run_id:  # the same names in MLflow as in `dvc metrics show`
+        from mlflow import MlflowClient
+
+        StageRun(MlflowClient(tracking_uri=ctx.tracking_uri), result.mlflow_run_id).log_metrics(flat_headline(figures))
 
 
 def _sample_split(queries: pd.DataFrame, split: str, limit: int | None, seed: int) -> pd.DataFrame:

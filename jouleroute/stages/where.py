@@ -36,12 +36,14 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
               f"compact: {rel('headline')}):")
         for line in headline_table(rows):
             print("  " + line)
-    _print_stage_runs(ctx)
+    experiment = _print_stage_runs(ctx)
+    # straight to the stage runs: MLflow 3's UI otherwise opens an experiment on its GenAI (traces) pages
+    runs_page = (f"/#/experiments/{experiment}/runs?searchFilter=tags.run_kind%20%3D%20%27stage%27" if experiment
+                 else "  (filter: tags.run_kind = 'stage')")
     print("\nopen the UIs:")
-    print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent}  -> http://127.0.0.1:5000  "
-          "(filter: tags.run_kind = 'stage')")
+    print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent}  -> http://127.0.0.1:5000{runs_page}")
     print("  Prefect: make ui-prefect    -> http://127.0.0.1:4200   (schedules: jouleroute flow --help)")
-    print("  DVC:     dvc metrics show ; dvc exp show ; dvc plots show (static PNGs, offline)")
+    print("  DVC:     dvc metrics show ; dvc exp show --only-changed --drop '.*/.*' ; dvc plots show (static PNGs)")
 
 
 def headline_table(rows: dict[str, dict]) -> list[str]:
@@ -54,15 +56,16 @@ def headline_table(rows: dict[str, dict]) -> list[str]:
     return lines
 
 
-def _print_stage_runs(ctx: StageContext) -> None:
+def _print_stage_runs(ctx: StageContext) -> str | None:
+    """The latest run of each stage, printed; returns the experiment's id (``None`` without a store)."""
     if not ctx.tracking_uri or not ctx.path("mlflow_db").exists():
-        return
+        return None
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=ctx.tracking_uri)
     exp = client.get_experiment_by_name(ctx.params.tracking.experiment)
     if exp is None:
-        return
+        return None
     runs = client.search_runs([exp.experiment_id], filter_string="tags.run_kind = 'stage'",
                               order_by=["attributes.start_time DESC"], max_results=200)
     latest = {}
@@ -75,3 +78,4 @@ def _print_stage_runs(ctx: StageContext) -> None:
         source = run.data.tags.get("energy_source", "?")
         print(f"  {stage:12s} {run.info.status:9s} {started}  energy_source={source:10s}"
               f" metrics={len(run.data.metrics):<4d} run {run.info.run_id[:8]}")
+    return exp.experiment_id

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.pipeline.conftest import BIN, run
+from tests.pipeline.conftest import BIN, REPO, run
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -113,6 +113,11 @@ def test_every_stage_run_is_in_mlflow_with_metrics_tags_and_plots(tiny_repo):
                and pd.notna(v)}
     assert numeric and numeric <= set(evaluate.data.metrics), sorted(numeric - set(evaluate.data.metrics))[:5]
     assert any(k.startswith("routers.lm:") for k in numeric)  # a swept router's name, identical in both
+    compact = pd.json_normalize(json.loads((tiny_repo / "metrics.json").read_text()), sep=".").iloc[0]
+    for key, value in compact.items():  # `dvc metrics show`'s columns, under the same names in MLflow
+        if key != "source":
+            assert evaluate.data.metrics[key] == pytest.approx(value), key
+    assert evaluate.data.tags["energy_source"] == compact["source"]
     plots = {a.path for a in client.list_artifacts(evaluate.info.run_id, "plots")}
     assert "plots/lambda_sweep.png" in plots, plots
     families = client.search_runs([evaluate.info.experiment_id],
@@ -144,6 +149,7 @@ def test_where_summarizes_stage_runs(tiny_repo):
         assert f"\n  {stage} " in out, stage
     assert max(len(line) for line in out.splitlines()) < 160
     assert "family" not in out  # router/family child runs are not listed
+    assert "/runs?searchFilter=tags.run_kind%20%3D%20%27stage%27" in out  # the UI link opens the stage runs
 
 
 def test_a_typo_in_params_fails_before_dvc_deletes_anything(tiny_repo):
@@ -204,7 +210,7 @@ def test_dvc_metrics_show_is_the_compact_headline(tiny_repo):
     assert len(lines) == 2, done.stdout  # one header, one row: metrics.json
     header, row = lines[0].split(), lines[1].split()
     assert header[0] == "Path" and row[0] == "metrics.json"
-    assert {"acc", "J", "lam*", "aiq.lm", "aiq.knn", "oracle", "single", "source"} <= set(header), header
+    assert {"acc", "J", "lam_star", "aiq.lm", "aiq.knn", "oracle", "single", "source"} <= set(header), header
     assert row[header.index("source")] == "estimated"
     assert "error" not in (done.stdout + done.stderr).lower()
     assert max(len(line) for line in lines) <= 120, done.stdout  # fits a normal terminal
@@ -222,10 +228,11 @@ def _flat(metrics: dict, prefix: str = "") -> dict:
 
 
 def test_dvc_exp_show_compares_two_lambdas_readably(tiny_repo):
-    """The user's comparison: commit a run, `dvc exp run -S router.lam=...`, then `dvc exp show --only-changed`
-    (plain `dvc exp show` also lists every param and dependency hash, which DVC folds into "…" on any
-    normal terminal: the README gives this view). Which metrics move with λ depends on the tiny models'
-    random answers, so the columns expected are exactly the metrics that differ between the two runs."""
+    """The user's comparison: commit a run, `dvc exp run -S router.lam=...`, then the README's
+    `dvc exp show --only-changed --drop '.*/.*'` (plain `dvc exp show` also lists every param and dependency
+    hash, which DVC folds into "…" on any normal terminal; `--drop` removes the dependency-hash columns, whose
+    names are paths). Which metrics move with λ depends on the tiny models' random answers, so the columns
+    expected are exactly the metrics that differ between the two runs."""
     run([str(BIN / "dvc"), "repro"], tiny_repo)  # the previous test left the profile changed
     run(["git", "add", "-A"], tiny_repo)
     run(["git", "commit", "-qm", "baseline run"], tiny_repo)
@@ -235,19 +242,38 @@ def test_dvc_exp_show_compares_two_lambdas_readably(tiny_repo):
     assert set(after) == set(base)
     differs = {key for key in base if base[key] != after[key]}
     env = {"COLUMNS": "120"}
-    changed = run([str(BIN / "dvc"), "exp", "show", "--no-pager", "--only-changed"], tiny_repo, env=env).stdout
+    show = [str(BIN / "dvc"), "exp", "show", "--no-pager", "--only-changed", "--drop", ".*/.*"]
+    changed = run(show, tiny_repo, env=env).stdout
     lines = [line for line in changed.splitlines() if line.strip()]
     assert max(len(line) for line in lines) <= 120, changed
+    assert "…" not in changed, changed  # nothing folded
     header = next(line for line in lines if "Experiment" in line).split()
-    shown = header[:header.index("router.lam") + 1]  # the metrics, then the param; only output hashes may fold
-    assert "…" not in shown, changed
-    assert set(shown) & set(base) == differs, (differs, changed)  # what moved, and only that
+    lam = next(name for name in header if name.split(":")[-1] == "router.lam")  # `params.yaml:` may prefix it
+    assert not any("/" in name for name in header if name != lam), changed  # no dependency hashes
+    assert set(header) & set(base) == differs, (differs, changed)  # what moved, and only that
     cells = lambda row: row.split()[len(row.split()) - len(header):]
     exp_row = next(line for line in lines if "lam-2" in line)
     main_row = next(line for line in lines if "master" in line or " main " in line)
-    assert (float(cells(main_row)[header.index("router.lam")]), float(cells(exp_row)[header.index("router.lam")])) == (0.5, 2.0), changed
+    assert (float(cells(main_row)[header.index(lam)]), float(cells(exp_row)[header.index(lam)])) == (0.5, 2.0), changed
     for key in differs:  # DVC prints up to 5 significant digits
         column = header.index(key)
         for row, metrics in ((main_row, base), (exp_row, after)):
             value = cells(row)[column]
             assert value == str(metrics[key]) or float(value) == pytest.approx(float(metrics[key]), rel=1e-4), (key, changed)
+
+
+def test_the_default_remote_pushes_and_a_fresh_clone_pulls(tiny_repo):
+    """The project's `.dvc/config` (a folder beside the clone) makes `dvc push` / `dvc pull` work as shipped."""
+    shutil.copy2(REPO / ".dvc/config", tiny_repo / ".dvc/config")
+    run([str(BIN / "dvc"), "repro"], tiny_repo)  # the workspace holds the last experiment's results
+    run([str(BIN / "dvc"), "push"], tiny_repo)
+    assert any((tiny_repo.parent / "jouleroute-dvc-remote").rglob("*")), "nothing reached the default remote"
+    run(["git", "add", "-A"], tiny_repo)
+    run(["git", "commit", "-qm", "results and the default remote"], tiny_repo)
+    clone = tiny_repo.parent / "clone"  # beside the original: the same relative remote
+    run(["git", "clone", "-q", str(tiny_repo), str(clone)], tiny_repo.parent)
+    run([str(BIN / "dvc"), "pull"], clone)
+    for output in ("artifacts/prepare/queries.parquet", "artifacts/tournament/profile.parquet",
+                   "artifacts/grpo/model/config.json"):
+        assert (clone / output).read_bytes() == (tiny_repo / output).read_bytes(), output
+    assert "in sync" in run([str(BIN / "dvc"), "status", "--cloud"], clone).stdout  # nothing left to push

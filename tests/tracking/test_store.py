@@ -4,6 +4,7 @@ a foreign location refused, the router registry. Real MLflow on sqlite in tmp_pa
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,16 @@ def test_stage_run_keeps_artifacts_beside_the_store_and_tags_it(tmp_path, migrat
     assert run.data.params["prepare.seed"] == "0"
     assert _local(run.info.artifact_uri).is_relative_to(tmp_path / "clone/mlruns/artifacts/exp")
     assert (_local(run.info.artifact_uri) / "note.txt").read_text() == "hello"
+
+
+def test_a_stage_run_lasts_as_long_as_the_stage(tmp_path, migrated_db):
+    """Results are logged when the stage ends; the run still starts when the stage began."""
+    uri = _store(migrated_db, tmp_path / "clone")
+    began = int(time.time() * 1000) - 90_000  # a stage that started 90 s ago
+    with stage_run(uri, "exp", "tournament", {}, {}, start_time_ms=began) as run:
+        pass
+    info = MlflowClient(tracking_uri=uri).get_run(run.run_id).info
+    assert info.start_time == began and info.end_time - info.start_time >= 90_000
 
 
 def test_a_failing_stage_leaves_a_failed_run(tmp_path, migrated_db):
