@@ -23,10 +23,17 @@ EPILOG = textwrap.dedent("""\
 """)
 
 
+def _progress_unit(label: str) -> str:
+    """What one tick counts: training steps, router families (the baselines), else queries."""
+    if label.endswith("steps"):
+        return "step"
+    return "family" if label.startswith("baselines") else "q"
+
+
 def _tqdm_progress(total: int, label: str) -> Callable[[int], None]:
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, desc=label, unit="step" if label.endswith("steps") else "q", dynamic_ncols=True, leave=True)
+    bar = tqdm(total=total, desc=label, unit=_progress_unit(label), dynamic_ncols=True, leave=True)
 
     def tick(n: int) -> None:
         bar.update(n)
