@@ -55,6 +55,30 @@ def _common_options(parser: argparse.ArgumentParser, on_command: bool = False) -
                         help="no progress bars (logs only)")
 
 
+OWN_FLAGS = ("-v", "--verbose", "--debug", "--no-progress")
+
+
+def split_forwarded(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``repro``'s own options (``--params FILE``, ``-v``, ``--debug``, ``--no-progress``, wherever they
+    stand) and the arguments for `dvc repro` (``-f``, ``-s``, targets; a ``--`` is dropped). argparse alone
+    cannot forward ``repro -f evaluate``: it reads ``-f`` as an unknown option of its own."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):  # options before the command
+        i += 2 if argv[i] == "--params" else 1
+    if i >= len(argv) or argv[i] != "repro":
+        return argv, []
+    own, forwarded = argv[:i + 1], []
+    rest = iter(argv[i + 1:])
+    for arg in rest:
+        if arg in OWN_FLAGS or arg.startswith("--params=") or arg in ("-h", "--help"):
+            own.append(arg)
+        elif arg == "--params":
+            own += [arg, next(rest, "")]
+        elif arg != "--":
+            forwarded.append(arg)
+    return own, forwarded
+
+
 def build_parser() -> argparse.ArgumentParser:
     from jouleroute.stages import STAGES, UTILITIES
 
@@ -72,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(command=name)
         _common_options(sp, on_command=True)
         if name == "repro":
-            sp.add_argument("dvc_args", nargs=argparse.REMAINDER, help="passed to `dvc repro`")
+            sp.add_argument("dvc_args", nargs="*", metavar="DVC_ARGS",
+                            help="passed to `dvc repro` (targets, -f, -s, --dry, ...)")
         if name == "serve":
             sp.add_argument("--host", help="address to bind (default: gateway.host, 127.0.0.1)")
             sp.add_argument("--port", type=int, help="port (default: gateway.port, 8080)")
@@ -84,7 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     set_offline_defaults()
-    args = build_parser().parse_args(argv)
+    own, forwarded = split_forwarded(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(own)
+    if forwarded:
+        args.dvc_args = forwarded
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     if not args.verbose:
@@ -102,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
             return status if isinstance(status, int) else 0
         ctx.require_inputs(args.command)
         fn(ctx)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print(f"jouleroute {args.command}: interrupted; rerun to continue (the tournament resumes from its "
+              "shards, training from its last checkpoint)", file=sys.stderr)
+        return 130
     except Exception as exc:
         message = expected_error(exc, ctx)
         if message is None or args.debug:

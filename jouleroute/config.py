@@ -102,15 +102,20 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as exc:
-        lines = [f"{path}: {len(exc.errors())} problem(s)"]
+        problems = []
+        suggested = set()  # a misspelled key also leaves its right name missing: say it once, as the typo
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"]) or "<top>"
             if err["type"] == "extra_forbidden":
-                lines.append(f"  - {where}: unknown {'section' if len(err['loc']) == 1 else 'key'}"
-                             f"{did_you_mean(err['loc'])}")
-                continue
-            lines.append(f"  - {where}: {err['msg']} (got {err.get('input')!r:.80})")
-        raise ParamsError("\n".join(lines)) from None
+                hint = did_you_mean(err["loc"])
+                problems.append(f"  - {where}: unknown {'section' if len(err['loc']) == 1 else 'key'}{hint}")
+                if hint.startswith(" (did you mean"):
+                    suggested.add((*err["loc"][:-1], hint.split("'")[1]))
+        for err in exc.errors():
+            if err["type"] != "extra_forbidden" and not (err["type"] == "missing" and tuple(err["loc"]) in suggested):
+                where = ".".join(str(p) for p in err["loc"]) or "<top>"
+                problems.append(f"  - {where}: {err['msg']} (got {err.get('input')!r:.80})")
+        raise ParamsError("\n".join([f"{path}: {len(problems)} problem(s)", *problems])) from None
 
 
 def did_you_mean(loc: tuple) -> str:

@@ -42,3 +42,9 @@ def summary_table(summary: dict[str, dict[str, float | str]]) -> str:
             f"{s['j_per_correct']:.3g} | {s['latency_s_p50']:.3g} | {s['energy_source']} |"
         )
     return "\n".join(lines)
+
+
+def summary_metrics(summary: dict) -> dict[str, float]:
+    """The summary's finite numbers as MLflow metrics, named ``<candidate>.<key>`` as in summary.json."""
+    return {f"{cand}.{key}": value for cand, stats in summary.items() for key, value in stats.items()
+            if isinstance(value, float) and math.isfinite(value)}

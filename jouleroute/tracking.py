@@ -226,8 +226,9 @@ def adopt_run(uri: str | None, experiment: str, run_name: str, since_ms: int) ->
 
 @contextmanager
 def mlflow_run(uri: str | None, experiment: str, run_name: str, tags: dict[str, str] | None = None,
-               nested: bool = False) -> Iterator[Any]:
-    """A fluent MLflow run (``mlflow.log_*`` inside), in the experiment this module decides."""
+               nested: bool = False, start_time_ms: int | None = None) -> Iterator[Any]:
+    """A fluent MLflow run (``mlflow.log_*`` inside), in the experiment this module decides.
+    ``start_time_ms``: when the stage began (see ``stage_run``)."""
     if not uri:
         yield None
         return
@@ -236,10 +237,16 @@ def mlflow_run(uri: str | None, experiment: str, run_name: str, tags: dict[str, 
 
     ensure_experiment(uri, experiment)
     mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment(experiment)
+    exp = mlflow.set_experiment(experiment)
     stage = (tags or {}).get("stage")
     extra = {RUN_KIND: "stage"} if stage == run_name and not nested else {}
-    with mlflow.start_run(run_name=run_name, nested=nested, tags={**(tags or {}), **extra}) as run:
+    if start_time_ms is not None and not nested:  # created with its start time, then made the active run
+        created = mlflow.MlflowClient(tracking_uri=uri).create_run(
+            exp.experiment_id, start_time=start_time_ms, run_name=run_name, tags={**(tags or {}), **extra})
+        active = mlflow.start_run(run_id=created.info.run_id)
+    else:
+        active = mlflow.start_run(run_name=run_name, nested=nested, tags={**(tags or {}), **extra})
+    with active as run:
         yield run
 
 

@@ -80,12 +80,14 @@ def _log_phase_plot(client: MlflowClient, run_id: str, family: str, info: dict, 
         client.log_artifact(run_id, str(path), artifact_path="plots")
 
 
-def log_evaluation(result, tracking_uri: str, experiment_name: str, run_tags: dict[str, str]) -> str:
-    """Log ``result`` (an EvaluationResult); return the parent run id."""
+def log_evaluation(result, tracking_uri: str, experiment_name: str, run_tags: dict[str, str],
+                   start_time_ms: int | None = None) -> str:
+    """Log ``result`` (an EvaluationResult); return the parent run id. ``start_time_ms``: when the
+    evaluation began, so that the parent run's duration is the stage's wall time."""
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = experiment_id(client, tracking_uri, experiment_name)
     report, tags = result.report, {str(k): str(v) for k, v in run_tags.items()}
-    parent = client.create_run(exp, run_name="evaluate", tags={**tags, "stage": "evaluate", RUN_KIND: "stage",
+    parent = client.create_run(exp, run_name="evaluate", start_time=start_time_ms, tags={**tags, "stage": "evaluate", RUN_KIND: "stage",
                                                                "energy_source": result.metrics["energy_source"]})
     parent_id = parent.info.run_id
     try:

@@ -192,6 +192,7 @@ def run_evaluate(
     tracking_uri: str | None = None,
     run_tags: dict[str, str] | None = None,
     experiment_name: str = "jouleroute",
+    started_ms: int | None = None,
 ) -> EvaluationResult:
     """Evaluate ``runs`` on split ``cfg.split``; write outputs under ``out_dir``; log to MLflow if asked."""
     from jouleroute.evaluation.report import clean, write_outputs  # matplotlib import only when writing
@@ -207,6 +208,6 @@ def run_evaluate(
     if tracking_uri:
         from jouleroute.evaluation.mlflow_log import log_evaluation  # mlflow import is slow; only when used
 
-        result.mlflow_run_id = log_evaluation(result, tracking_uri, experiment_name, run_tags or {})
+        result.mlflow_run_id = log_evaluation(result, tracking_uri, experiment_name, run_tags or {}, started_ms)
     log.info("evaluated %d routers on %d %s queries", len(runs), len(matrix.query_ids), cfg.split)
     return result

@@ -49,7 +49,7 @@ STAGES: dict[str, Command] = {
                     "Labels each training query with a target candidate (label policy) and renders prompts\n"
                     "(paradigm `bare` or `informed`), in TRL's conversational prompt/completion format."),
     "sft": Command(_lazy("training_stage", "sft_stage"), "Supervised fine-tuning of the LM router (TRL SFTTrainer).",
-            "Starts from router.base_model; resumes from the last checkpoint after a kill."),
+            "Starts from sft.base_model; resumes from the last checkpoint after a kill."),
     "grpo": Command(_lazy("training_stage", "grpo_stage"), "GRPO on the SFT router: reward = correctness - lambda x energy.",
              "Rewards are named with weights in params (grpo.rewards). Resumes from the last checkpoint."),
     "evaluate": Command(_lazy("evaluate_stage", "evaluate_stage"), "Accuracy vs energy for routers, baselines, oracle.",

@@ -23,6 +23,7 @@ def _missing_file(exc: FileNotFoundError, ctx) -> str:
 
 def expected_error(exc: BaseException, ctx) -> str | None:
     """The message to print for an expected failure, or ``None`` for a bug (traceback wanted)."""
+    from jouleroute.backends.openai_backend import BackendRequestError
     from jouleroute.benchmarks.reading import BenchmarkDataError
     from jouleroute.benchmarks.tasks import UnknownTaskError
     from jouleroute.config import ParamsError
@@ -41,6 +42,8 @@ def expected_error(exc: BaseException, ctx) -> str | None:
         return "no energy meter: " + _one_line(str(exc))
     if isinstance(exc, MixedEnergySourcesError):
         return _one_line(str(exc))
+    if isinstance(exc, BackendRequestError):  # an unreachable server, a missing API key, a refused request
+        return "model server: " + _one_line(str(exc))
     if isinstance(exc, (BenchmarkDataError, OutcomeTableError, UnknownTaskError, OracleSanityError,
                         TrackingStoreError)):
         return "data error: " + _one_line(str(exc).strip("'\""))

@@ -21,7 +21,7 @@ from jouleroute.routing.learned import LearnedRouter
 from jouleroute.routing.registry import build_router
 from jouleroute.routing.simple import mix_of
 from jouleroute.stages.context import StageContext
-from jouleroute.tracking import StageRun, tag_latest_router
+from jouleroute.tracking import StageRun, flat_params, tag_latest_router
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def evaluate_stage(ctx: StageContext):
     logger.info("evaluating %d router runs on %d %s queries", len(runs), len(test_queries), split)
     result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"),
                           tracking_uri=ctx.tracking_uri, run_tags=ctx.tags("evaluate"),
-                          experiment_name=p.tracking.experiment)
+                          experiment_name=p.tracking.experiment, started_ms=ctx.started_ms)
     write_headline(ctx, result)
     if lm_runs and result.mlflow_run_id:
         family = result.metrics["families"].get("lm", {})
@@ -84,10 +84,14 @@ def write_headline(ctx: StageContext, result) -> None:
 
     figures = headline(result.metrics, ctx.params.router.lam)  # key order kept: `dvc exp show` shows it
     atomic_write_text(ctx.path("headline"), json.dumps(figures, indent=2) + "\n")
-    if ctx.tracking_uri and result.mlflow_run_id:  # the same names in MLflow as in `dvc metrics show`
+    if ctx.tracking_uri and result.mlflow_run_id:
         from mlflow import MlflowClient
 
-        StageRun(MlflowClient(tracking_uri=ctx.tracking_uri), result.mlflow_run_id).log_metrics(flat_headline(figures))
+        run = StageRun(MlflowClient(tracking_uri=ctx.tracking_uri), result.mlflow_run_id)
+        run.log_metrics(flat_headline(figures))  # the same names in MLflow as in `dvc metrics show`
+        # the params that tell runs apart (`dvc exp run -S router.lam=...`), prefixed by their section
+        dump = ctx.params.model_dump(mode="json", by_alias=True)
+        run.log_params(flat_params("router", dump["router"]) | flat_params("baselines", dump["baselines"]))
 
 
 def _sample_split(queries: pd.DataFrame, split: str, limit: int | None, seed: int) -> pd.DataFrame:

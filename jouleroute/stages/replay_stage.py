@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from jouleroute.profile_summary import summarize_profile, summary_table
+from jouleroute.profile_summary import summarize_profile, summary_metrics, summary_table
 from jouleroute.replay import run_import, run_replay
 from jouleroute.stages import StageFailed
 from jouleroute.stages.context import StageContext, write_json
@@ -37,16 +37,14 @@ def _finish(ctx: StageContext, stage: str, result: dict, cfg: dict) -> None:
     write_json(ctx.path("profile_meta"), {**result, "params_hash": ctx.params_hash, "tags": ctx.tags(stage)})
     write_json(ctx.path("tournament_summary"), summary)
     logger.info("%s profile: %d rows\n%s", stage, len(profile), summary_table(summary))
-    with mlflow_run(ctx.tracking_uri, ctx.params.tracking.experiment, stage, ctx.tags(stage)) as run:
+    with mlflow_run(ctx.tracking_uri, ctx.params.tracking.experiment, stage, ctx.tags(stage),
+                    start_time_ms=ctx.started_ms) as run:
         if run is None:
             return
-        import math
-
         import mlflow
 
         mlflow.log_params(flat_params(stage, {k: v for k, v in cfg.items() if k != "models"}))
-        mlflow.log_metrics({f"{c}/{k}": v for c, s in summary.items() for k, v in s.items()
-                            if isinstance(v, float) and math.isfinite(v)})
+        mlflow.log_metrics(summary_metrics(summary))  # the same names as the tournament's and summary.json
         sources = ",".join(sorted(profile["energy_source"].unique()))
         mlflow.set_tags({"energy_source": sources, "energy_sources": sources, "run_kind": "stage"})
         mlflow.log_text(summary_table(summary), "profile_summary.md")

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from pathlib import Path
 
 import pandas as pd
 
 from jouleroute.models import run_models
-from jouleroute.profile_summary import summarize_profile, summary_table
+from jouleroute.profile_summary import summarize_profile, summary_metrics, summary_table
 from jouleroute.provenance import file_sha256, git_sha, hardware, library_versions
 from jouleroute.stages.context import StageContext, write_json
 from jouleroute.tournament import JobRunner, TournamentInputs, run_tournament
@@ -83,7 +82,7 @@ def _run_metadata(ctx: StageContext, profile: pd.DataFrame) -> dict:
 def _log_to_mlflow(ctx: StageContext, summary: dict, meta: dict) -> None:
     label = energy_label(meta["energy_sources"])
     with mlflow_run(ctx.tracking_uri, ctx.params.tracking.experiment, "tournament",
-                    {**ctx.tags("tournament"), "energy_source": label}) as run:
+                    {**ctx.tags("tournament"), "energy_source": label}, start_time_ms=ctx.started_ms) as run:
         if run is None:
             return
         import mlflow
@@ -99,13 +98,9 @@ def _log_to_mlflow(ctx: StageContext, summary: dict, meta: dict) -> None:
         for section in ("prepare", "pool", "backend", "energy", "tournament"):
             params.update(flat_params(section, dump[section]))
         mlflow.log_params(params)
-        metrics = {}
         for cand, stats in summary.items():
-            for key, value in stats.items():
-                if isinstance(value, float) and math.isfinite(value):
-                    metrics[f"{cand}.{key}"] = value  # the same name as in summary.json
             mlflow.set_tag(f"energy_source.{cand}", stats["energy_source"])
-        mlflow.log_metrics(metrics)
+        mlflow.log_metrics(summary_metrics(summary))  # the same names as in summary.json
         mlflow.set_tag("energy_sources", ",".join(meta["energy_sources"]))
         mlflow.log_text(summary_table(summary), "profile_summary.md")
         mlflow.log_dict(summary, "profile_summary.json")

@@ -91,6 +91,18 @@ def test_params_option_works_before_or_after_the_command(tmp_path, capsys):
     assert "evalute: unknown section (did you mean 'evaluate'?)" in capsys.readouterr().err
 
 
+def test_repro_forwards_dvc_options_and_keeps_its_own(tiny_repo):
+    """`jouleroute repro -f --dry evaluate` reaches `dvc repro` whole (real DVC, a dry run changes nothing);
+    `--params` after the target is still jouleroute's: a broken file there stops DVC from starting."""
+    done = run([str(BIN / "jouleroute"), "repro", "-f", "--dry", "evaluate"], tiny_repo)
+    assert "Running stage 'evaluate'" in done.stdout, done.stdout
+    bad = tiny_repo.parent / "bad-params.yaml"
+    bad.write_text((tiny_repo / "params.yaml").read_text().replace("router:", "routr:", 1))
+    done = run([str(BIN / "jouleroute"), "repro", "--dry", "evaluate", "--params", str(bad)], tiny_repo, check=False)
+    assert done.returncode == 1 and "routr: unknown section (did you mean 'router'?)" in done.stderr, done.stderr
+    assert "Running stage" not in done.stdout
+
+
 def _one_error_line(err: str, command: str) -> str:
     lines = [line for line in err.splitlines() if line.strip()]
     assert "Traceback" not in err, err

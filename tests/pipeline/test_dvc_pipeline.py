@@ -94,6 +94,8 @@ def test_every_stage_run_is_in_mlflow_with_metrics_tags_and_plots(tiny_repo):
         assert runs[stage].info.status == "FINISHED", stage
         assert tags["energy_source"] == ("none" if stage in ("prepare", "models") else "estimated"), stage
         assert tags["git_sha"] and tags["params_hash"], stage
+    written = (tiny_repo / "artifacts/tournament/profile.parquet").stat().st_mtime * 1000  # before it logs
+    assert runs["tournament"].info.start_time < written, "the run starts with the stage, not when it logs"
     tournament = runs["tournament"].data.metrics
     summary = json.loads((tiny_repo / "artifacts/tournament/summary.json").read_text())
     assert tournament["tiny-direct.accuracy"] == pytest.approx(summary["tiny-direct"]["accuracy"])  # same names
@@ -118,6 +120,8 @@ def test_every_stage_run_is_in_mlflow_with_metrics_tags_and_plots(tiny_repo):
         if key != "source":
             assert evaluate.data.metrics[key] == pytest.approx(value), key
     assert evaluate.data.tags["energy_source"] == compact["source"]
+    lam = yaml.safe_load((tiny_repo / "params.yaml").read_text())["router"]["lam"]
+    assert float(evaluate.data.params["router.lam"]) == lam  # what `dvc exp run -S router.lam=...` changes
     plots = {a.path for a in client.list_artifacts(evaluate.info.run_id, "plots")}
     assert "plots/lambda_sweep.png" in plots, plots
     families = client.search_runs([evaluate.info.experiment_id],
@@ -277,3 +281,7 @@ def test_the_default_remote_pushes_and_a_fresh_clone_pulls(tiny_repo):
                    "artifacts/grpo/model/config.json"):
         assert (clone / output).read_bytes() == (tiny_repo / output).read_bytes(), output
     assert "in sync" in run([str(BIN / "dvc"), "status", "--cloud"], clone).stdout  # nothing left to push
+    # every output but the converted models (not cached: regenerated from the pinned packages) came back,
+    # so the pulled clone recomputes nothing else
+    rerun = run([str(BIN / "dvc"), "repro"], clone).stdout
+    assert ran(rerun) <= {"models"} and "Running stage 'report'" not in rerun, rerun
