@@ -25,7 +25,8 @@ ProgressFactory = Callable[[int, str], Callable[[int], None]]
 # what each stage reads (names in `paths:`); dvc.yaml lists the same as deps (tests/pipeline checks it)
 INPUTS: dict[str, tuple[str, ...]] = {
     "tournament": ("queries",), "validate": ("profile", "queries"), "router_data": ("profile", "queries"),
-    "sft": ("router_data_dir",), "grpo": ("router_data_dir", "sft_dir"), "evaluate": ("profile", "queries"),
+    "sft": ("router_data_dir", "models_dir"), "grpo": ("router_data_dir", "sft_dir"),
+    "evaluate": ("profile", "queries"),
 }
 
 
@@ -91,7 +92,9 @@ class StageContext:
     def repro_hint(self, stage: str) -> str:
         """`dvc repro <stage>`, or `dvc repro studies/x/dvc.yaml:<stage>` for a study's params file."""
         beside = self.params_path.parent / "dvc.yaml"
-        if self.params_path.parent != self.root and beside.exists():
+        # a study's own stage, or else the main pipeline's (a study reuses its `models`)
+        if self.params_path.parent != self.root and beside.exists() and \
+                stage in (yaml.safe_load(beside.read_text()) or {}).get("stages", {}):
             return f"dvc repro {beside.relative_to(self.root) if beside.is_relative_to(self.root) else beside}:{stage}"
         return f"dvc repro {stage}"
 

@@ -122,6 +122,22 @@ def test_a_missing_input_is_one_line_naming_the_stage_to_run(tmp_path):
     assert debug.returncode == 1 and "Traceback" in debug.stderr
 
 
+def test_sft_without_converted_models_names_the_models_stage(tmp_path):
+    """The router's base model comes from the main pipeline's `models` stage, for a study's params too."""
+    _params_file(tmp_path)
+    (tmp_path / "artifacts/router_data").mkdir(parents=True)
+    study = tmp_path / "studies/replay"
+    study.mkdir(parents=True)
+    shutil.copy2(REPO / "studies/replay/dvc.yaml", study / "dvc.yaml")
+    shutil.copy2(REPO / "studies/replay/params.yaml", study / "params.yaml")
+    (tmp_path / "artifacts/replay/router_data").mkdir(parents=True)
+    for params in ("params.yaml", "studies/replay/params.yaml"):
+        done = run([str(BIN / "jouleroute"), "--params", params, "sft"], tmp_path, check=False)
+        assert done.returncode == 1, done.stderr
+        line = _one_error_line(done.stderr, "sft")
+        assert "missing input artifacts/models" in line and "`dvc repro models`" in line, line
+
+
 def test_a_data_error_is_one_line_naming_file_and_row(tmp_path, monkeypatch, capsys):
     shutil.copytree(REPO / "data/benchmarks", tmp_path / "data/benchmarks")
     gsm8k = tmp_path / "data/benchmarks/gsm8k/test.jsonl"
