@@ -37,7 +37,7 @@ def headline(metrics: dict, deployed_lam: float) -> dict:
     ~120 columns). In order (`dvc exp show` keeps it): ``acc``/``J`` of the deployed LM router at
     ``router.lam`` (headline view), its ``lam_star`` (λ*), ``aiq.<family>`` for every swept family, the oracle's and
     the best single's accuracy, and the energy source. The evaluate run in MLflow carries the same keys
-    (``flat_headline``); everything else is in artifacts/evaluate/metrics.json and MLflow, under the
+    (flattened with dots, as `dvc metrics show` names them); everything else is in artifacts/evaluate/metrics.json and MLflow, under the
     same names. (Keys use only characters MLflow accepts in a metric name.)"""
     rows = headline_rows(metrics, deployed_lam)
     r = lambda x: round(x, 3) if isinstance(x, float) else x
@@ -50,13 +50,3 @@ def headline(metrics: dict, deployed_lam: float) -> dict:
             "source": metrics["energy_source"]}
     return {k: v for k, v in out.items() if v is not None and v != {}}
 
-
-def flat_headline(figures: dict) -> dict[str, float]:
-    """The headline's numbers under the names `dvc metrics show` prints (``aiq.lm``), for MLflow."""
-    flat: dict[str, float] = {}
-    for key, value in figures.items():
-        if isinstance(value, dict):
-            flat |= {f"{key}.{k}": v for k, v in flat_headline(value).items()}
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            flat[key] = float(value)
-    return flat

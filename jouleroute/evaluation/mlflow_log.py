@@ -87,8 +87,9 @@ def log_evaluation(result, tracking_uri: str, experiment_name: str, run_tags: di
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = experiment_id(client, tracking_uri, experiment_name)
     report, tags = result.report, {str(k): str(v) for k, v in run_tags.items()}
-    parent = client.create_run(exp, run_name="evaluate", start_time=start_time_ms, tags={**tags, "stage": "evaluate", RUN_KIND: "stage",
-                                                               "energy_source": result.metrics["energy_source"]})
+    parent = client.create_run(exp, run_name="evaluate", start_time=start_time_ms,
+                               tags={**tags, "stage": "evaluate", RUN_KIND: "stage",
+                                     "energy_source": result.metrics["energy_source"]})
     parent_id = parent.info.run_id
     try:
         cfg = report["config"]

@@ -16,7 +16,8 @@ import pandas as pd
 
 from jouleroute.energy import make_meter
 from jouleroute.evaluation import RouterRun, run_evaluate
-from jouleroute.evaluation.headline import flat_headline, headline
+from jouleroute.evaluation.headline import headline
+from jouleroute.evaluation.mlflow_log import flatten
 from jouleroute.routing.learned import LearnedRouter
 from jouleroute.routing.registry import build_router
 from jouleroute.routing.simple import mix_of
@@ -88,7 +89,7 @@ def write_headline(ctx: StageContext, result) -> None:
         from mlflow import MlflowClient
 
         run = StageRun(MlflowClient(tracking_uri=ctx.tracking_uri), result.mlflow_run_id)
-        run.log_metrics(flat_headline(figures))  # the same names in MLflow as in `dvc metrics show`
+        run.log_metrics(flatten(figures))  # the same names in MLflow as in `dvc metrics show`
         # the params that tell runs apart (`dvc exp run -S router.lam=...`), prefixed by their section
         dump = ctx.params.model_dump(mode="json", by_alias=True)
         run.log_params(flat_params("router", dump["router"]) | flat_params("baselines", dump["baselines"]))
