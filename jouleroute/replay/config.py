@@ -118,6 +118,10 @@ class ReplayConfig(StrictModel):
     source_dir: str = "data/outcomes/routerbench"
     tasks: tuple[Literal["arc_challenge", "mbpp", "winogrande"], ...] = ROUTERBENCH_TASKS
     val_fraction: float = Field(default=0.1, ge=0, lt=1)  # carved from RouterBench's train split by hash
+    # Held-out tasks (the studies/heldout-* presets): when set, the test split is these tasks' RouterBench
+    # test rows only, and train/val come from the other tasks' train rows only; every other row is dropped.
+    # The router then meets a task at test time that it never saw in training or model selection.
+    test_tasks: tuple[Literal["arc_challenge", "mbpp", "winogrande"], ...] = ()
     energy: EnergyModelConfig = EnergyModelConfig()
     models: dict[str, ReplayModel] = Field(default_factory=_default_routerbench_models, min_length=1)
     include_closed: bool = False  # closed APIs have no energy reference; include only with closed_models
@@ -127,6 +131,11 @@ class ReplayConfig(StrictModel):
     def _consistent(self) -> "ReplayConfig":
         if not self.tasks:
             raise ValueError("replay.tasks is empty")
+        outside = [t for t in self.test_tasks if t not in self.tasks]
+        if outside:
+            raise ValueError(f"replay.test_tasks {outside} are not in replay.tasks {list(self.tasks)}")
+        if self.test_tasks and set(self.test_tasks) == set(self.tasks):
+            raise ValueError("replay.test_tasks holds out every task in replay.tasks: nothing is left to train on")
         both = sorted(set(self.models) & set(self.closed_models))
         if both:
             raise ValueError(f"models listed in both replay.models and replay.closed_models: {both}")

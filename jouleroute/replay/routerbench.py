@@ -156,3 +156,19 @@ def read_routerbench(
     if dropped:
         log.warning("dropped %d RouterBench records with a missing score for a selected model", len(dropped))
     return RouterBenchOutcomes(queries, pd.concat(outcome_parts, ignore_index=True), dropped)
+
+
+def hold_out_tasks(
+    queries: pd.DataFrame, outcomes: pd.DataFrame, test_tasks: Sequence[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Keep the test rows of ``test_tasks`` and the train rows of every other task (replay.test_tasks).
+
+    Train tasks' test rows and test tasks' train rows are dropped: no query of a held-out task
+    reaches training or validation, and test holds nothing else.
+    """
+
+    def kept(frame: pd.DataFrame) -> pd.DataFrame:
+        keep = frame["task"].isin(list(test_tasks)) == frame["split"].eq("test")
+        return frame[keep].reset_index(drop=True)
+
+    return kept(queries), kept(outcomes)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from jouleroute.replay.config import ReplayConfig
 from jouleroute.replay.energy_model import TokenEnergyModel, build_token_model
-from jouleroute.replay.routerbench import read_routerbench, routerbench_models
+from jouleroute.replay.routerbench import hold_out_tasks, read_routerbench, routerbench_models
 from jouleroute.replay.tables import carve_val, pool_summary, price_modelled, relative_to, write_outputs
 from jouleroute.replay.tokens import count_tokens, load_tokenizer
 
@@ -29,6 +29,11 @@ BACKEND = "replay:routerbench"
 def config_run_id(prefix: str, cfg_json: str) -> str:
     """A run id that changes exactly when the config does (so re-running gives identical files)."""
     return f"{prefix}-{hashlib.sha256(cfg_json.encode()).hexdigest()[:12]}"
+
+
+def _config_json(cfg: ReplayConfig) -> str:
+    """The params the run id hashes; an unset test_tasks is left out so the default replay's files stay the same."""
+    return cfg.model_dump_json(exclude=None if cfg.test_tasks else {"test_tasks"})
 
 
 def token_models(cfg: ReplayConfig, repo_root: Path) -> dict[str, TokenEnergyModel]:
@@ -61,8 +66,10 @@ def run_replay(cfg: ReplayConfig, repo_root: Path, queries_out: Path, profile_ou
     models = token_models(cfg, repo_root)
     excluded = _check_closed_covered(cfg, routerbench_models(repo_root / cfg.source_dir, cfg.tasks))
     records = read_routerbench(repo_root / cfg.source_dir, cfg.tasks, list(pool), repo_root)
+    queries, outcomes = records.queries.copy(), records.outcomes
+    if cfg.test_tasks:
+        queries, outcomes = hold_out_tasks(queries, outcomes, cfg.test_tasks)
 
-    queries = records.queries.copy()
     queries["split"] = carve_val(queries["query_id"], queries["split"], cfg.val_fraction)
     split_of = dict(zip(queries["query_id"], queries["split"]))
 
@@ -70,7 +77,6 @@ def run_replay(cfg: ReplayConfig, repo_root: Path, queries_out: Path, profile_ou
     tokenizer = load_tokenizer(tokenizer_path)
     prompt_tokens = dict(zip(queries["query_id"], count_tokens(tokenizer, queries["question"].tolist())))
 
-    outcomes = records.outcomes
     candidate_of = {name: entry.candidate_id for name, entry in pool.items()}
     profile = pd.DataFrame(
         {
@@ -86,7 +92,7 @@ def run_replay(cfg: ReplayConfig, repo_root: Path, queries_out: Path, profile_ou
             "output_tokens": count_tokens(tokenizer, outcomes["output_text"].tolist()),
             "model_id": outcomes["model"],
             "backend": BACKEND,
-            "run_id": config_run_id("replay-routerbench", cfg.model_dump_json()),
+            "run_id": config_run_id("replay-routerbench", _config_json(cfg)),
         }
     )
     profile = price_modelled(profile, models)
@@ -121,4 +127,5 @@ def run_replay(cfg: ReplayConfig, repo_root: Path, queries_out: Path, profile_ou
         "provenance_path": str(sidecar),
         "run_id": profile["run_id"].iloc[0],
         "seconds": seconds,
+        **({"test_tasks": list(cfg.test_tasks)} if cfg.test_tasks else {}),
     }
