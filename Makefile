@@ -26,7 +26,7 @@ export PIP_PROGRESS_BAR := off
 export PIP_NO_WARN_SCRIPT_LOCATION := 1
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run study test test-all bench ui-mlflow ui-prefect prefect-server prefect-server-stop clean
+.PHONY: setup run study study-heldout test test-all bench ui-mlflow ui-prefect prefect-server prefect-server-stop clean
 
 # (Re)install when pyproject.toml changes. torch==2.13.0 goes first: it is the CPU
 # wheel on disk, and anything that depends on torch would otherwise pull a CUDA build.
@@ -53,6 +53,14 @@ run: setup
 study: setup
 	$(BIN)/jouleroute --params studies/replay/params.yaml repro studies/replay/dvc.yaml
 	@$(BIN)/jouleroute --params studies/replay/params.yaml where
+
+# The held-out-task studies (docs/replay.md "Held-out tasks"): the replay study trained and selected on
+# two RouterBench tasks and tested on the third, once per task. Presets: scripts/heldout_studies.py.
+HELDOUT_TASKS := arc_challenge mbpp winogrande
+study-heldout: setup
+	@for task in $(HELDOUT_TASKS); do \
+	  $(BIN)/jouleroute --params studies/heldout-$$task/params.yaml repro studies/heldout-$$task/dvc.yaml || exit 1; \
+	done
 
 # The default suite: unit + integration tests with real Prefect, MLflow, DVC, GE and
 # tiny local models. `make test-all` adds the slow real-model tests.
