@@ -3,7 +3,8 @@
 Each completion request passes, in order: API key (401), per-key rate limit (429 +
 Retry-After), admission (503 + Retry-After when ``max_pending`` requests are inside),
 body size (413), body checks (400), prompt size (400), model (404), energy weight (400),
-routing, then the upstream (502/504 naming it, or its own 4xx). Every request leaves one
+routing, then the upstream (502/504 naming it, or its own 4xx; an answer with no text is a
+502 too, never a 200). Every request leaves one
 JSON line in the access log (``jouleroute.gateway.access``) without prompt text, unless
 ``log_prompts`` is on, and is counted in ``/metrics``.
 """
@@ -124,11 +125,11 @@ def create_app(gw: Gateway) -> FastAPI:
         streaming = False
         try:
             authorize(http, visit)
-            wait = gw.limiter.take(visit.key_id)
-            if wait > 0:
-                raise GatewayError(429, f"rate limit of {gw.cfg.limits.rate_per_minute:g} requests per minute "
-                                        "exceeded for this key", "rate_limit_error", "rate_limited",
-                                   {"Retry-After": retry_after(wait)})
+            refusal = gw.limiter.take(visit.key_id)
+            if refusal is not None:
+                gw.metrics.rate_limited.labels(refusal.limit).inc()
+                raise GatewayError(429, refusal.message, "rate_limit_error", "rate_limited",
+                                   {"Retry-After": retry_after(refusal.wait_s)})
             if not gw.admission.enter():
                 raise GatewayError(503, f"the gateway is full ({gw.cfg.limits.max_pending} requests pending); "
                                         "retry shortly", "overloaded_error", "overloaded", {"Retry-After": "1"})

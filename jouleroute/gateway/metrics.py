@@ -29,6 +29,10 @@ class GatewayMetrics:
                               ["candidate", "kind"], registry=r)
         self.upstream_errors = Counter("jouleroute_gateway_upstream_errors", "Failed upstream calls",
                                        ["candidate", "status"], registry=r)
+        self.empty_answers = Counter("jouleroute_gateway_empty_answers", "Upstream answers with no text, never served",
+                                     ["candidate"], registry=r)
+        self.rate_limited = Counter("jouleroute_gateway_rate_limited", "Requests refused with 429, by the limit hit "
+                                    "(burst or rate_per_minute)", ["limit"], registry=r)
         self.fallbacks = Counter("jouleroute_gateway_fallbacks", "Requests answered by a fallback candidate",
                                  ["failed", "answered"], registry=r)
         self.pending = Gauge("jouleroute_gateway_pending_requests", "Requests inside the gateway", registry=r)

@@ -132,6 +132,17 @@ def body_chunks(body: dict, kind: Kind) -> list[dict]:
     return [base | {"choices": [first]}, base | {"choices": [last]}, base | {"choices": [], "usage": body["usage"]}]
 
 
+def has_text(body: dict) -> bool:
+    """Whether an answer (a whole body or one stream chunk) holds something to read: text that is not only
+    whitespace, or a tool call. A base model that stops at once (its stop string first) answers ''."""
+    for choice in body.get("choices") or []:
+        part = choice.get("message") or choice.get("delta") or {}
+        text = part.get("content") if "message" in choice or "delta" in choice else choice.get("text")
+        if _text(text).strip() or part.get("tool_calls") or part.get("function_call"):
+            return True
+    return False
+
+
 def sse(obj: dict | str) -> bytes:
     return f"data: {obj if isinstance(obj, str) else json.dumps(obj)}\n\n".encode()
 

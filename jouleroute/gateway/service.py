@@ -3,7 +3,9 @@
 ``Gateway`` holds the router, the upstreams, the limits and the metrics. ``route`` decides
 who answers (the router for ``jouleroute-auto``, the client otherwise); ``answer`` and
 ``open_stream`` call the upstreams in that order, moving to the next-best candidate on an
-upstream failure when fallback is on, and say so in the receipt.
+upstream failure when fallback is on, and say so in the receipt. An answer with no text (a
+base model that stops at once) is such a failure: it is never served as a 200, and a stream
+is held back until its first text arrives, so an empty one can still fall back.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ import logging
 import math
 import threading
 import time
+from typing import AsyncIterator
 
 from jouleroute.gateway.auth import KeyStore
 from jouleroute.gateway.config import AUTO_MODEL, GatewayConfig
 from jouleroute.gateway.limits import Admission, RateLimiter
 from jouleroute.gateway.metrics import GatewayMetrics
-from jouleroute.gateway.protocol import GatewayError, ParsedRequest, Receipt
+from jouleroute.gateway.protocol import GatewayError, ParsedRequest, Receipt, has_text
 from jouleroute.gateway.routers import GatewayRouter, Query, RouteBatcher
 from jouleroute.gateway.upstreams import Answer, Stream, Upstream, UpstreamError
 
@@ -99,12 +102,15 @@ class Gateway:
             started = time.perf_counter()
             try:
                 out = await call(upstream)
+                out = await self._with_text(candidate, upstream, out)
             except UpstreamError as error:
                 self.metrics.upstream_errors.labels(candidate, str(error.status)).inc()
                 logger.warning("%s", error)
                 if not error.retryable or i == len(order) - 1:
-                    raise GatewayError(error.status, str(error) + _tried(receipt.fallback_from),
-                                       type_="upstream_error", code="upstream_failed") from error
+                    hint = ("; set gateway.fallback: true to let the router's next-best candidate answer"
+                            if isinstance(error, EmptyAnswer) and not self.cfg.fallback and receipt.router != "none" else "")
+                    raise GatewayError(error.status, str(error) + _tried(receipt.fallback_from) + hint,
+                                       type_="upstream_error", code=error.code) from error
                 receipt.fallback_from.append(candidate)
                 continue
             receipt.candidate, receipt.answer_s = candidate, time.perf_counter() - started
@@ -112,6 +118,32 @@ class Gateway:
                 self.metrics.fallbacks.labels(receipt.fallback_from[0], candidate).inc()
             return out
         raise AssertionError("no candidate to try")
+
+    async def _with_text(self, candidate: str, upstream: Upstream, out: Answer | Stream) -> Answer | Stream:
+        """``out`` once it is known to hold text; an empty answer raises ``EmptyAnswer`` (counted, and its
+        joules too: they were spent). A stream's chunks are read up to the first one with text and replayed."""
+        if isinstance(out, Stream) and out.answer is None:
+            held: list[dict] = []
+            async for chunk in out.chunks:
+                held.append(chunk)
+                if has_text(chunk):
+                    out.chunks = _replay(held, out.chunks)
+                    return out
+            answer, body = out.answer, None  # the stream ended without text; its usage is in by now
+        else:
+            answer = out.answer if isinstance(out, Stream) else out
+            body = answer.body
+            if has_text(body):
+                return out
+        self.metrics.empty_answers.labels(candidate).inc()
+        tokens = ""
+        if answer is not None:
+            self.metrics.answer(candidate, answer.energy_j, answer.energy_source, answer.prompt_tokens,
+                                answer.completion_tokens)
+            tokens = f" after {answer.completion_tokens} token(s)"
+        finish = ((body or {}).get("choices") or [{}])[0].get("finish_reason")
+        raise EmptyAnswer(upstream.where, f"answered with no text{tokens}"
+                                          f"{f' (finish_reason {finish!r})' if finish else ''}")
 
     async def answer(self, request: ParsedRequest, order: list[str], receipt: Receipt) -> Answer:
         answer = await self._try(order, receipt, lambda u: u.complete(request))
@@ -130,6 +162,22 @@ class Gateway:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(u.aclose() for u in self.upstreams.values()))
+
+
+class EmptyAnswer(UpstreamError):
+    """An upstream answered 200 with no text: the gateway's 502, and another candidate may answer."""
+
+    code = "empty_answer"
+
+    def __init__(self, upstream: str, message: str) -> None:
+        super().__init__(upstream, 502, message)
+
+
+async def _replay(held: list[dict], rest: AsyncIterator[dict]) -> AsyncIterator[dict]:
+    for chunk in held:
+        yield chunk
+    async for chunk in rest:
+        yield chunk
 
 
 def _tried(failed: list[str]) -> str:

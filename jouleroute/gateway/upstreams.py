@@ -23,6 +23,8 @@ from jouleroute.pool import CandidateSpec
 class UpstreamError(Exception):
     """``status``: what the gateway answers (502 failed, 504 timed out, or the upstream's own 4xx)."""
 
+    code = "upstream_failed"  # the OpenAI error code the gateway answers with
+
     def __init__(self, upstream: str, status: int, message: str) -> None:
         super().__init__(f"upstream {upstream}: {message}")
         self.upstream, self.status = upstream, status

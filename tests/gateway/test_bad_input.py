@@ -43,9 +43,29 @@ def test_bad_request_gets_a_clear_4xx_and_the_gateway_keeps_serving(gateway_url,
     assert _post(gateway_url, GOOD).status_code == 200
 
 
-def test_rate_limit_answers_429_with_retry_after(make_gateway, upstream_urls):
-    url, _ = make_gateway(upstream_urls, limits={"rate_per_minute": 1, "burst": 2})
+def test_rate_limit_answers_429_naming_the_burst_with_retry_after(make_gateway, upstream_urls):
+    url, _ = make_gateway(upstream_urls, limits={"rate_per_minute": 10, "burst": 2})  # one more every 6 s
     statuses = [_post(url, GOOD | {"model": "small"}).status_code for _ in range(3)]
     assert statuses == [200, 200, 429]
     limited = _post(url, GOOD)
     assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+    message = limited.json()["error"]["message"]
+    assert "burst limit of 2 requests" in message and "gateway.limits.burst" in message, message
+    assert "rate limit of" not in message  # 4 requests are not more than the 10 a minute allowed
+    metrics = httpx.get(url + "/metrics").text
+    assert 'jouleroute_gateway_rate_limited_total{limit="burst"} 2.0' in metrics
+
+
+def test_a_burst_of_100_from_one_key_passes_the_default_limits(make_gateway, upstream_urls):
+    import asyncio
+
+    url, _ = make_gateway(upstream_urls)  # the default rate limits (the fixture sets only body and prompt size)
+
+    async def burst():
+        async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=100)) as client:
+            return await asyncio.gather(*(client.post(url + "/v1/completions", headers=AUTH,
+                                                      json=GOOD | {"model": "small", "max_tokens": 2})
+                                          for _ in range(100)))
+
+    statuses = [r.status_code for r in asyncio.run(burst())]
+    assert statuses.count(200) == 100, {s: statuses.count(s) for s in set(statuses)}

@@ -52,11 +52,34 @@ def test_an_open_gateway_must_stay_on_loopback():
 def test_rate_limiter_refills_per_key():
     now = [0.0]
     limiter = RateLimiter(rate_per_minute=60, burst=2, clock=lambda: now[0])
-    assert [limiter.take("a") for _ in range(2)] == [0.0, 0.0]
-    assert limiter.take("a") == pytest.approx(1.0)  # one token per second
-    assert limiter.take("b") == 0.0  # keys do not share a bucket
+    assert [limiter.take("a") for _ in range(2)] == [None, None]
+    assert limiter.take("a").wait_s == pytest.approx(1.0)  # one token per second
+    assert limiter.take("b") is None  # keys do not share a bucket
     now[0] += 1.0
-    assert limiter.take("a") == 0.0
+    assert limiter.take("a") is None
+
+
+def test_rate_limiter_names_the_limit_that_was_hit():
+    now = [0.0]
+    limiter = RateLimiter(rate_per_minute=60, burst=10, clock=lambda: now[0])
+    assert all(limiter.take("a") is None for _ in range(10))
+    at_once = limiter.take("a")  # 11 requests in no time: the burst ran out
+    assert at_once.limit == "burst" and "burst limit of 10 requests" in at_once.message
+    assert "gateway.limits.burst" in at_once.message and "requests per minute" not in at_once.message
+    now[0] = 100.0  # full again; 2 a second against a refill of 1: 19 requests in 9.5 s, the burst ran out
+    assert _first_refusal(limiter, now, every_s=0.5).limit == "burst"
+    now[0] = 200.0  # full again; 1.1 a second: the burst lasts 82 s, longer than a minute, so the rate was hit
+    refused = _first_refusal(limiter, now, every_s=0.9)
+    assert refused.limit == "rate_per_minute" and "rate limit of 60 requests per minute" in refused.message
+    assert "gateway.limits.rate_per_minute" in refused.message
+
+
+def _first_refusal(limiter, now, every_s):
+    while True:
+        now[0] += every_s
+        refused = limiter.take("a")
+        if refused is not None:
+            return refused
 
 
 def test_admission_is_bounded():
