@@ -90,17 +90,17 @@ def run_gateway(router_kind: str, targets: dict[str, list[str]], port: int, log_
 
 def build_router(kind: str):
     from jouleroute.energy.estimate import EstimateMeter
-    from jouleroute.gateway.routers import LearnedGatewayRouter, LMGatewayRouter
+    from jouleroute.gateway.routers import ScoringGatewayRouter, lm_gateway_router
 
     meter = EstimateMeter()
     if kind == "lm":
         from jouleroute.config import load_params
-        from jouleroute.routing.lm_router import LMRouter
+        from jouleroute.routing.lm.router import LMRouter
 
-        return LMGatewayRouter(LMRouter(LM_ROUTER, meter=meter, cfg=load_params(ROOT / "params.yaml").router))
+        return lm_gateway_router(LMRouter(LM_ROUTER, meter=meter, cfg=load_params(ROOT / "params.yaml").router))
     import pandas as pd
 
-    from jouleroute.routing.config import BaselinesConfig
+    from jouleroute.routing.baselines.config import BaselinesConfig
     from jouleroute.routing.registry import build_router as build_baseline
 
     queries = pd.DataFrame({"query_id": [f"q{i}" for i in range(40)], "task": "t", "split": "train",
@@ -110,7 +110,7 @@ def build_router(kind: str):
                              "energy_source": "estimated"} for i in range(40) for c in ("small", "large")])
     cfg = BaselinesConfig(embedding={"model": "hashing", "cache_dir": None}, knn={"k": 8})
     router = build_baseline("knn", profile, queries, ["small", "large"], cfg, meter=meter)
-    return LearnedGatewayRouter(router, lambda_range=(0.0, 2.0), default_lam=0.5)
+    return ScoringGatewayRouter(router, lambda_range=(0.0, 2.0), default_lam=0.5)
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen:

@@ -15,10 +15,10 @@ from jouleroute.gateway.config import GatewayConfig
 from jouleroute.paths import PathsConfig
 from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.replay.config import ImportConfig, ReplayConfig
-from jouleroute.routing.config import BaselinesConfig
+from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.strict import StrictModel
 from jouleroute.tournament import TournamentConfig
-from jouleroute.routing.lm_config import RouterConfig
+from jouleroute.routing.lm.config import RouterConfig
 from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.validation import ValidateConfig
 

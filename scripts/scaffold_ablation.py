@@ -43,7 +43,7 @@ def main() -> None:
             "embedding": params.baselines.embedding.model_copy(update={"cache_dir": str(ROOT / paths.embedding_cache)})})
         for family in FAMILIES:
             router = build_router(family, profile, queries, candidates, cfg)
-            scored = router.predict_scores(test)
+            scored = router.score(test)
             name = family if strip else f"{family}-raw"
             runs += [RouterRun(f"{name}@{lam:g}", name, lam, scored.decide(lam)) for lam in lambdas]
     cfg = params.evaluate.model_copy(update={"bootstrap_samples": 0})

@@ -43,7 +43,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from jouleroute.routing.base import Router
-from jouleroute.routing.lm_spec import format_lambda
+from jouleroute.routing.lm.spec import format_lambda
 from jouleroute.routing.utility import utilities
 
 TRIVIAL_POLICIES = ("majority_utility", "best_constant_utility", "random_utility")

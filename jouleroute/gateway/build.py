@@ -17,7 +17,7 @@ from jouleroute.energy.base import Meter
 from jouleroute.gateway.auth import KeyStore
 from jouleroute.gateway.config import LOOPBACK_HOSTS, GatewayConfig, UpstreamConfig
 from jouleroute.gateway.energy import ExpectedEnergy
-from jouleroute.gateway.routers import GatewayRouter, LearnedGatewayRouter, LMGatewayRouter, PlainGatewayRouter
+from jouleroute.gateway.routers import GatewayRouter, ScoringGatewayRouter, lm_gateway_router
 from jouleroute.gateway.service import Gateway
 from jouleroute.gateway.remote import RemoteUpstream
 from jouleroute.gateway.upstreams import InProcessUpstream, Upstream
@@ -36,18 +36,18 @@ def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> Gat
     rc = cfg.router
     low, high = min(p.router_data.lambdas), max(p.router_data.lambdas)
     if rc.kind == "lm":
-        from jouleroute.routing.lm_router import LMRouter
+        from jouleroute.routing.lm.router import LMRouter
 
         path = Path(rc.path) if rc.path else p.paths.resolve("grpo_dir", root) / "model"
         path = path if path.is_absolute() else root / path
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"gateway.router: no trained LM router at {path}; run `make run` (or `dvc repro "
                                     "grpo`) first, or set gateway.router.path / gateway.router.kind")
-        return LMGatewayRouter(LMRouter(path, meter=meter, cfg=p.router), rc.lam)
+        return lm_gateway_router(LMRouter(path, meter=meter, cfg=p.router), rc.lam)
     if rc.kind == "always":
-        from jouleroute.routing.simple import AlwaysRouter
+        from jouleroute.routing.baselines.simple import AlwaysRouter
 
-        return PlainGatewayRouter(AlwaysRouter(rc.candidate, p.candidate_ids), (low, high))
+        return ScoringGatewayRouter(AlwaysRouter(rc.candidate, p.candidate_ids), (low, high), low)
     import pandas as pd
 
     from jouleroute.routing.registry import build_router as build_baseline
@@ -59,7 +59,7 @@ def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> Gat
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
         update={"cache_dir": None})})  # routed queries are new every time: a cache only grows
     router = build_baseline(rc.kind, profile, queries, candidates, baselines, meter=meter)
-    return LearnedGatewayRouter(router, (low, high), rc.lam)
+    return ScoringGatewayRouter(router, (low, high), rc.lam)
 
 
 def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, lock: threading.Lock,

@@ -1,9 +1,10 @@
 """The one interface the gateway routes through, and adapters for the project's routers.
 
 A ``GatewayRouter`` ranks the pool for a batch of queries, each at its own energy weight
-λ, and knows the λ range it was trained for. The first candidate of a ranking is exactly
-what the wrapped router's own ``route`` picks at that λ (the same public decision
-function decides); the rest, best first, are the fallbacks. Ranking is blocking torch or
+λ, and knows the λ range it was trained for. One adapter serves every router family: it
+scores the batch once (``Router.score``) and ranks with ``Scores.rank``, whose first
+candidate is exactly what ``Scores.decide`` picks at that λ; the rest, best first, are the
+fallbacks. Ranking is blocking torch or
 numpy work: ``RouteBatcher`` runs it off the event loop, several concurrent requests per
 pass, one pass at a time.
 """
@@ -70,89 +71,40 @@ def query_frame(queries: Sequence[Query]) -> pd.DataFrame:
                          "question": [q.text for q in queries], "task": [q.task for q in queries]})
 
 
-def ranking(first: int, value: np.ndarray, candidates: Sequence[str]) -> list[str]:
-    """``first`` (the router's own pick), then the others by ``value``, best first."""
-    rest = [i for i in np.argsort(-value, kind="stable") if i != first]
-    return [candidates[first]] + [candidates[i] for i in rest]
+class ScoringGatewayRouter(GatewayRouter):
+    """Any project ``Router``: one ``score`` pass per batch, each query ranked at its own λ.
 
+    The ranking is ``Scores.rank``, whose first entry is exactly ``Scores.decide``'s choice:
+    the gateway routes as evaluation measured. Routers that weigh no energy (``always``,
+    ``random``) accept any λ of the range and ignore it.
+    """
 
-class LMGatewayRouter(GatewayRouter):
-    """The trained LM router: one forward pass scores the pool, λ applies at decision time."""
-
-    def __init__(self, router, default_lam: float | None = None) -> None:
-        from jouleroute.routing.lm_router import LMRouter
-
-        assert isinstance(router, LMRouter)
+    def __init__(self, router: Router, lambda_range: tuple[float, float], default_lam: float | None = None,
+                 name: str | None = None, batch_size: int | None = None) -> None:
         self.router = router
-        self.name = f"lm:{router.model_dir.parent.name}"  # the stage folder: grpo, sft
-        self.candidates = list(router.candidates)
-        self.lambda_range = router.spec.lambda_range
-        self.default_lam = self.check_lambda(router.cfg.lam if default_lam is None else default_lam)
-        self.batch_size = router.cfg.batch_size  # a forward pass: memory grows with the batch
-
-    def rank(self, queries: list[Query]) -> list[RouteResult]:
-        from jouleroute.routing.lm_scoring import decide
-
-        s = self.router.score(query_frame(queries))
-        out = []
-        for i, q in enumerate(queries):
-            first = int(decide(s.scores[i:i + 1], s.energy[i:i + 1], q.lam, s.utility_scale)[0])
-            value = s.scores[i] - q.lam * s.utility_scale * s.energy[i]
-            out.append(RouteResult(ranking(first, value, self.candidates), s.overhead_latency_s[i],
-                                   s.overhead_energy_j[i], s.overhead_energy_source))
-        return out
-
-    def tokenizer(self):
-        return self.router.tokenizer
-
-
-class LearnedGatewayRouter(GatewayRouter):
-    """A fitted kNN / MLP / MF baseline: p_correct − λ·normalized energy, as in evaluation."""
-
-    def __init__(self, router, lambda_range: tuple[float, float], default_lam: float | None = None) -> None:
-        from jouleroute.routing.learned import LearnedRouter
-
-        assert isinstance(router, LearnedRouter)
-        self.router = router
-        self.name = router.name
+        self.name = name or router.name
         self.candidates = list(router.candidates)
         self.lambda_range = (float(lambda_range[0]), float(lambda_range[1]))
-        self.default_lam = self.check_lambda(router.lam if default_lam is None else default_lam)
-
-    def rank(self, queries: list[Query]) -> list[RouteResult]:
-        from jouleroute.routing.scoring import choose, normalize_energy
-
-        s = self.router.predict_scores(query_frame(queries))
-        norm = normalize_energy(s.energy_j, s.energy_norm)
-        out = []
-        for i, q in enumerate(queries):
-            first = int(choose(s.p_correct[i:i + 1], s.energy_j[i:i + 1], q.lam, s.energy_norm)[0])
-            value = s.p_correct[i] - q.lam * norm[i]
-            out.append(RouteResult(ranking(first, value, self.candidates), s.overhead_latency_s[i],
-                                   s.overhead_energy_j[i], s.overhead_energy_source))
-        return out
-
-
-class PlainGatewayRouter(GatewayRouter):
-    """Any ``Router`` without an energy weight (``always``, ``random``): λ is accepted and unused."""
-
-    def __init__(self, router: Router, lambda_range: tuple[float, float] = (0.0, 0.0)) -> None:
-        self.router = router
-        self.name = router.name
-        self.candidates = list(router.candidates)
-        self.lambda_range = lambda_range
-        self.default_lam = lambda_range[0]
+        self.default_lam = self.check_lambda(router.default_lam if default_lam is None else default_lam)
+        self.batch_size = batch_size or self.batch_size
 
     def rank(self, queries: list[Query]) -> list[RouteResult]:
         started = time.perf_counter()
-        d = self.router.route(query_frame(queries))
-        each = (time.perf_counter() - started) / len(queries)
-        out = []
-        for i, choice in enumerate(d.candidate_ids):
-            rest = [c for c in self.candidates if c != choice]
-            energy = d.overhead_energy_j[i] if d.overhead_energy_j else 0.0
-            out.append(RouteResult([choice] + rest, each, energy, d.overhead_energy_source))
-        return out
+        scores = self.router.score(query_frame(queries))
+        compute_s = time.perf_counter() - started
+        rankings = scores.rank(np.array([q.lam for q in queries]))
+        energy = scores.overhead_energy_j or [0.0] * len(queries)
+        return [RouteResult(ranking, compute_s, float(e), scores.overhead_energy_source)
+                for ranking, e in zip(rankings, energy)]
+
+    def tokenizer(self):
+        return getattr(self.router, "tokenizer", None)
+
+
+def lm_gateway_router(router, default_lam: float | None = None) -> ScoringGatewayRouter:
+    """The trained LM router, named after its stage folder (grpo, sft), batched as its config says."""
+    return ScoringGatewayRouter(router, router.spec.lambda_range, default_lam,
+                                name=f"lm:{router.model_dir.parent.name}", batch_size=router.cfg.batch_size)
 
 
 class RouteBatcher:

@@ -1,39 +1,32 @@
-"""The one interface every router shares: learned LM router, baselines, oracle."""
+"""The one interface every router shares: learned LM router, baselines, oracle.
+
+A router reads a batch of queries once and returns ``Scores`` (``jouleroute.routing.scores``);
+``route`` is that score decided at one energy weight λ. Adding a router family means one
+module with a ``Router`` subclass plus one line in ``jouleroute.routing.registry``.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import pandas as pd
 
+from jouleroute.routing.scores import RoutingDecisions, Scores
 
-@dataclass
-class RoutingDecisions:
-    """What a router chose for a batch of queries, and what choosing cost.
-
-    ``overhead_energy_j`` / ``overhead_latency_s`` are per query, measured with the
-    tournament's meters; zero-cost routers (oracle, "always X") report zeros with
-    ``overhead_energy_source = "none"``.
-    """
-
-    query_ids: list[str]
-    candidate_ids: list[str]
-    overhead_latency_s: list[float] = field(default_factory=list)
-    overhead_energy_j: list[float] = field(default_factory=list)
-    overhead_energy_source: str = "none"
+__all__ = ["Router", "RoutingDecisions", "Scores"]
 
 
 class Router(ABC):
-    """``route(queries) -> candidate ids``, batched.
+    """``score(queries) -> Scores``, batched; ``route(queries, lam)`` decides those scores at λ.
 
-    ``queries`` is a frame with at least the query-table columns
-    (``query_id``, ``task``, ``question``...). Every id returned is a member of
-    ``candidates``; a router can never name something outside the pool.
+    ``queries`` is a frame with at least the query-table columns (``query_id``, ``task``,
+    ``question``...). Every id returned is a member of ``candidates``; a router can never
+    name something outside the pool.
     """
 
     name: str = "router"
+    default_lam: float = 0.0  # the λ of ``route`` when none is given
 
     def __init__(self, candidates: Sequence[str]):
         if not candidates:
@@ -41,4 +34,7 @@ class Router(ABC):
         self.candidates = list(candidates)
 
     @abstractmethod
-    def route(self, queries: pd.DataFrame) -> RoutingDecisions: ...
+    def score(self, queries: pd.DataFrame) -> Scores: ...
+
+    def route(self, queries: pd.DataFrame, lam: float | None = None) -> RoutingDecisions:
+        return self.score(queries).decide(self.default_lam if lam is None else lam)

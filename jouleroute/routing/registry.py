@@ -14,13 +14,13 @@ import pandas as pd
 
 from jouleroute.energy.base import Meter
 from jouleroute.routing.base import Router
-from jouleroute.routing.config import BaselinesConfig
-from jouleroute.routing.embeddings import Embedder, build_embedder
-from jouleroute.routing.knn import KNNRouter
-from jouleroute.routing.learned import LearnedRouter
-from jouleroute.routing.mf import MFRouter
-from jouleroute.routing.mlp import MLPRouter
-from jouleroute.routing.simple import AlwaysRouter, OracleRouter, RandomRouter
+from jouleroute.routing.baselines.config import BaselinesConfig
+from jouleroute.routing.baselines.embeddings import Embedder, build_embedder
+from jouleroute.routing.baselines.knn import KNNRouter
+from jouleroute.routing.baselines.learned import LearnedRouter
+from jouleroute.routing.baselines.mf import MFRouter
+from jouleroute.routing.baselines.mlp import MLPRouter
+from jouleroute.routing.baselines.simple import AlwaysRouter, OracleRouter, RandomRouter
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Per-query energy normalization, utility, and the label policies built on them.
+"""Per-query utility, and the label policies built on it (normalization: ``routing.scores``).
 
 The SFT labels and the GRPO rewards use the same definitions, so the label of a
 query at weight λ is exactly the candidate the GRPO reward ranks highest:
@@ -15,32 +15,9 @@ where ``norm_energy`` rescales the query's candidate energies to [0, 1]:
 
 from __future__ import annotations
 
-import math
-from typing import Literal, Mapping
+from typing import Mapping
 
-EnergyNorm = Literal["max", "linear", "log"]
-ENERGY_NORMS: tuple[str, ...] = ("max", "linear", "log")
-
-_LOG_FLOOR_J = 1e-9  # keeps ln() finite for a zero-energy row (e.g. a cached answer)
-
-
-def normalize_energy(energy: Mapping[str, float], mode: str) -> dict[str, float]:
-    """Map each candidate's energy for one query into [0, 1] (1 = most expensive)."""
-    if mode not in ENERGY_NORMS:
-        raise ValueError(f"unknown energy normalization '{mode}'; valid: {', '.join(ENERGY_NORMS)}")
-    if not energy:
-        return {}
-    values = {c: float(e) for c, e in energy.items()}
-    if any(math.isnan(e) or e < 0 for e in values.values()):
-        raise ValueError(f"energies must be finite and >= 0, got {values}")
-    if mode == "max":
-        top = max(values.values())
-        return {c: (e / top if top > 0 else 0.0) for c, e in values.items()}
-    if mode == "log":
-        values = {c: math.log(max(e, _LOG_FLOOR_J)) for c, e in values.items()}
-    low, high = min(values.values()), max(values.values())
-    span = high - low
-    return {c: ((e - low) / span if span > 0 else 0.0) for c, e in values.items()}
+from jouleroute.routing.scores import normalize_energy_map, utility
 
 
 def _energy_order(energy: Mapping[str, float], candidates: list[str]) -> dict[str, tuple[float, int]]:
@@ -50,8 +27,8 @@ def _energy_order(energy: Mapping[str, float], candidates: list[str]) -> dict[st
 
 def utilities(correct: Mapping[str, float], energy: Mapping[str, float], lam: float, norm: str) -> dict[str, float]:
     """correct(c) − λ · norm_energy(c) for every candidate of one query."""
-    normed = normalize_energy({c: float(e) for c, e in energy.items()}, norm)
-    return {c: float(correct[c]) - lam * normed[c] for c in normed}
+    normed = normalize_energy_map({c: float(e) for c, e in energy.items()}, norm)
+    return {c: float(utility(float(correct[c]), normed[c], lam)) for c in normed}
 
 
 def utility_label(
@@ -85,12 +62,12 @@ def expected_utility_label(
     """
     if prior_strength < 0:
         raise ValueError(f"prior_strength must be >= 0, got {prior_strength}")
-    normed = normalize_energy({c: energy[c] for c in candidates}, norm)
+    normed = normalize_energy_map({c: energy[c] for c in candidates}, norm)
     order = _energy_order(energy, candidates)
     k = float(prior_strength)
 
     def score(c: str) -> float:
-        return (float(correct[c]) + k * float(prior[c])) / (1.0 + k) - lam * normed[c]
+        return utility((float(correct[c]) + k * float(prior[c])) / (1.0 + k), normed[c], lam)
 
     return max(candidates, key=lambda c: (round(score(c), 12), -order[c][0], -order[c][1]))
 

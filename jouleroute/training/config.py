@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from jouleroute.strict import StrictModel
-from jouleroute.routing.utility import EnergyNorm
+from jouleroute.routing.scores import EnergyNorm
 
 Precision = Literal["auto", "fp32", "bf16"]  # auto: bf16 on CUDA, fp32 on CPU
 Device = Literal["auto", "cpu", "cuda"]

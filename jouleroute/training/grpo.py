@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 
 from transformers import TrainerCallback
 
-from jouleroute.routing.lm_spec import RouterSpec, format_lambda
-from jouleroute.routing.utility import normalize_energy
+from jouleroute.routing.lm.spec import RouterSpec, format_lambda
+from jouleroute.routing.scores import normalize_energy_map
 from jouleroute.training.common import (
     MODEL, quiet_trainer, resume_point, save_final_model, seed_everything, set_threads, trainer_kwargs, train_timed,
     write_json,
@@ -56,7 +56,7 @@ def track_choices(reward: Callable, spec: RouterSpec, energy_norm: str) -> Calla
                 log_metric(f"choices/{cid}", counts.get(cid, 0) / len(picks))
             by_lam: dict[str, list[float]] = defaultdict(list)
             for pick, lam, energy in zip(picks, columns["lam"], columns["energy_by_candidate"]):
-                normed = normalize_energy(json.loads(energy), energy_norm)
+                normed = normalize_energy_map(json.loads(energy), energy_norm)
                 by_lam[format_lambda(lam)].append(normed.get(pick, 1.0))
             for lam, values in by_lam.items():
                 log_metric(f"chosen_norm_energy/lam_{lam}", sum(values) / len(values))

@@ -75,7 +75,7 @@ def log_router_model(mlflow_module: Any, model_dir: Path, registered_model_name:
     """
     if mlflow_module is None:
         return None
-    from jouleroute.routing.lm_pyfunc import LMRouterPyfunc
+    from jouleroute.routing.lm.pyfunc import LMRouterPyfunc
 
     info = mlflow_module.pyfunc.log_model(
         name="router", python_model=LMRouterPyfunc(), artifacts={"router": str(model_dir)},

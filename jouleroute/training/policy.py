@@ -9,7 +9,7 @@ fused_lm_head=True)`` (per-token log-probabilities of the completion) and, for G
   The marker maps the row to its query's cached trunk features and to its λ; the marker
   tokens themselves are never read by the model.
 * The policy at weight λ is ``softmax_c((z_c(x) − λ·s·ê_c) / T)`` over the pool's label
-  tokens: the decision rule of ``jouleroute.routing.lm_spec`` made stochastic. Sampling
+  tokens: the decision rule of ``jouleroute.routing.lm.spec`` made stochastic. Sampling
   is restricted to label tokens, so every completion is a valid candidate.
 * An SFT row stands for one query at *every* λ of the grid: its log-likelihood is the
   mean over the grid of ``log π_λ(label_λ | x)``, or of ``Σ_c q_λ(c) log π_λ(c | x)`` for
@@ -27,6 +27,7 @@ from typing import Sequence
 
 import torch
 
+from jouleroute.routing.scores import energy_penalty
 from jouleroute.training.trunk import TrunkSplit
 
 
@@ -83,7 +84,7 @@ class _CachedRouterPolicy:
         queries = [r[0] for r in rows]
         lam = torch.tensor([r[1] for r in rows], dtype=cache.energy.dtype)
         z = cache.logits(queries)
-        return z - (lam[:, None] * cache.utility_scale * cache.energy[queries]).to(z)
+        return z - energy_penalty(cache.energy[queries], lam[:, None], cache.utility_scale).to(z)
 
     def forward(self, input_ids=None, attention_mask=None, labels=None, fused_lm_head=False, **_kwargs):
         cache = self._policy
@@ -98,7 +99,7 @@ class _CachedRouterPolicy:
         if cache.sft_targets is not None:  # SFT: the row's labels at every λ of the grid
             z = cache.logits(queries)
             grid = cache.sft_lambdas.to(z)
-            tilt = grid[None, :, None] * cache.utility_scale * cache.energy[queries].to(z)[:, None, :]
+            tilt = energy_penalty(cache.energy[queries].to(z)[:, None, :], grid[None, :, None], cache.utility_scale)
             logp_grid = torch.log_softmax(z[:, None, :] - tilt, dim=-1)  # [rows, grid, labels]
             targets = cache.sft_targets[queries]
             if targets.dim() == 3:  # soft: cross-entropy against the target distribution at each λ

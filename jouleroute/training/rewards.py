@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping, Sequence
 
-from jouleroute.routing.utility import normalize_energy
+from jouleroute.routing.scores import energy_penalty as penalty_term
+from jouleroute.routing.scores import normalize_energy_map
 
 RewardFn = Callable[..., list[float | None]]
 
@@ -90,8 +91,8 @@ def energy_penalty(
         raise ValueError(f"'lam' has {len(lam)} rows for {len(completions)} completions")
     rewards: list[float | None] = []
     for (choice, table), weight in zip(_choices(completions, energy_by_candidate, "energy_by_candidate"), lam):
-        normed = normalize_energy({c: float(e) for c, e in table.items()}, energy_norm)
-        rewards.append(-float(weight) * (normed[choice] if choice is not None else 1.0))
+        normed = normalize_energy_map({c: float(e) for c, e in table.items()}, energy_norm)
+        rewards.append(-penalty_term(normed[choice] if choice is not None else 1.0, float(weight)))
     return rewards
 
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from jouleroute.schema import ENERGY_SOURCES
 from jouleroute.training.config import RouterDataConfig
-from jouleroute.routing.lm_spec import RouterSpec, default_labels, format_lambda
+from jouleroute.routing.lm.spec import RouterSpec, default_labels, format_lambda
 from jouleroute.routing.scaffold import learn_scaffolds
 from jouleroute.routing.utility import cheapest_correct_label, expected_utility_label, utility_label
 

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import torch
 from transformers import AutoModelForCausalLM
 
-from jouleroute.routing.lm_spec import RouterSpec, label_token_ids, prompt_ids
+from jouleroute.routing.lm.spec import RouterSpec, label_token_ids, prompt_ids
 from jouleroute.routing.torch_env import load_tokenizer, resolve_device
 from jouleroute.training.policy import PolicyCache
 from jouleroute.training.trunk import TrunkSplit
@@ -73,6 +73,6 @@ def policy_cache(setup: RouterTrainingSetup, rows: Sequence[dict], temperature: 
 
 def marked_prompt(setup: RouterTrainingSetup, row: dict, marker: str) -> str:
     """The rendered prompt plus a row marker: a key TRL's token ids can be traced back with, never read by the model."""
-    from jouleroute.routing.lm_spec import prompt_text
+    from jouleroute.routing.lm.spec import prompt_text
 
     return prompt_text(setup.spec, setup.tokenizer, row["question"], row["task"]) + f"\n#{marker}"

@@ -19,7 +19,8 @@ from typing import Any, Sequence
 import torch
 from transformers import TrainerCallback
 
-from jouleroute.routing.lm_spec import RouterSpec, format_lambda
+from jouleroute.routing.lm.spec import RouterSpec, format_lambda
+from jouleroute.routing.scores import normalize_energy_map, utility
 from jouleroute.training.common import (
     quiet_trainer, resume_point, save_final_model, seed_everything, set_threads, trainer_kwargs, train_timed,
     write_json,
@@ -70,19 +71,17 @@ def soft_targets(spec: RouterSpec, rows: Sequence[dict], source: Path) -> torch.
     so λ trades against them as it should. Hard argmax labels instead push the logits apart
     without bound, and the λ term then barely moves the choice.
     """
-    from jouleroute.routing.utility import normalize_energy
-
     out = torch.zeros((len(rows), len(spec.lambdas), len(spec.candidates)))
     for i, row in enumerate(rows):
         p = row.get("expected_correct_by_candidate")
         if p is None or set(p) != set(spec.candidates):
             raise ValueError(f"{source}: row {i + 1} (query_id={row.get('query_id')}): field "
                              "'expected_correct_by_candidate' must cover every candidate; rerun router_data")
-        energy = normalize_energy(row["energy_by_candidate"], spec.energy_norm)
+        energy = normalize_energy_map(row["energy_by_candidate"], spec.energy_norm)
         prob = torch.tensor([float(p[c]) for c in spec.candidates])
         cost = torch.tensor([energy[c] for c in spec.candidates])
         for j, lam in enumerate(spec.lambdas):
-            out[i, j] = torch.softmax(spec.utility_scale * (prob - lam * cost), dim=0)
+            out[i, j] = torch.softmax(spec.utility_scale * utility(prob, cost, lam), dim=0)
     return out
 
 
@@ -150,6 +149,6 @@ def _agreement(cache, targets: torch.Tensor) -> dict[str, float]:
                    for s in range(0, len(targets), 64)])
     out = {}
     for j, lam in enumerate(cache.sft_lambdas.tolist()):
-        chosen = (z - lam * cache.utility_scale * cache.energy).argmax(dim=-1)
+        chosen = utility(z, cache.energy, lam, cache.utility_scale).argmax(dim=-1)
         out[format_lambda(lam)] = float((chosen == targets[:, j]).float().mean())
     return out

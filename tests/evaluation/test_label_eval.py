@@ -22,6 +22,9 @@ class LookupRouter(Router):
         super().__init__(["large", "small"])
         self.choices = choices
 
+    def score(self, queries: pd.DataFrame):
+        raise NotImplementedError("decides by lookup, possibly outside the pool: route() only")
+
     def route(self, queries: pd.DataFrame, lam: float = 0.0) -> RoutingDecisions:
         ids = [str(q) for q in queries["query_id"]]
         return RoutingDecisions(ids, [self.choices[q] for q in ids])

@@ -21,7 +21,7 @@ from jouleroute.gateway.app import create_app
 from jouleroute.gateway.auth import KeyStore, key_hash
 from jouleroute.gateway.config import GatewayConfig
 from jouleroute.gateway.energy import ExpectedEnergy
-from jouleroute.gateway.routers import LearnedGatewayRouter
+from jouleroute.gateway.routers import ScoringGatewayRouter
 from jouleroute.gateway.service import Gateway
 from jouleroute.gateway.remote import RemoteUpstream
 
@@ -93,13 +93,13 @@ def upstream_urls(tiny_backends):
 
 @pytest.fixture(scope="session")
 def knn_router():
-    from jouleroute.routing.config import BaselinesConfig
+    from jouleroute.routing.baselines.config import BaselinesConfig
     from jouleroute.routing.registry import build_router
 
     profile, queries = synthetic_profile()
     cfg = BaselinesConfig(embedding={"model": "hashing", "cache_dir": None}, knn={"k": 8})
     router = build_router("knn", profile, queries, CANDIDATES, cfg, meter=EstimateMeter())
-    return LearnedGatewayRouter(router, lambda_range=(0.0, 2.0), default_lam=0.0)
+    return ScoringGatewayRouter(router, lambda_range=(0.0, 2.0), default_lam=0.0)
 
 
 @pytest.fixture(scope="session")

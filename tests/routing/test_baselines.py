@@ -10,12 +10,11 @@ import pytest
 from pydantic import ValidationError
 
 from jouleroute.routing.base import RoutingDecisions
-from jouleroute.routing.config import BASELINE_FAMILIES, BaselinesConfig
+from jouleroute.routing.baselines.config import BASELINE_FAMILIES, BaselinesConfig
 from jouleroute.routing.registry import ROUTER_FAMILIES, baseline_names, build_router
-from jouleroute.routing.scoring import ScoredQueries, choose, normalize_energy
-from jouleroute.routing.simple import AlwaysRouter, OracleRouter, RandomRouter, mix_of
-from jouleroute.routing.train_table import build_train_table
-from jouleroute.routing.utility import normalize_energy as label_normalize_energy
+from jouleroute.routing.scores import Scores, normalize_energy
+from jouleroute.routing.baselines.simple import AlwaysRouter, OracleRouter, RandomRouter, mix_of
+from jouleroute.routing.baselines.train_table import build_train_table
 
 POOL = ["a", "b", "c"]
 
@@ -94,33 +93,27 @@ def test_normalize_energy_formulas():
     assert np.allclose(normalize_energy(e, "max"), [[0.25, 0.5, 1.0], [1.0, 1.0, 1.0]])
     assert np.allclose(normalize_energy(e, "linear"), [[0.0, 1 / 3, 1.0], [0.0, 0.0, 0.0]])
     assert np.allclose(normalize_energy(e, "log"), [[0.0, 0.5, 1.0], [0.0, 0.0, 0.0]])
-    with pytest.raises(ValueError, match="unknown energy_norm"):
+    with pytest.raises(ValueError, match="unknown energy normalization"):
         normalize_energy(e, "rank")
 
 
-@pytest.mark.parametrize("how", ["max", "linear", "log"])
-def test_normalization_is_the_one_the_router_labels_use(how):
-    # The LM router's SFT labels and GRPO rewards normalize with training.utility; the
-    # baselines must trade accuracy against the same energy scale.
-    rng = np.random.default_rng(0)
-    e = rng.lognormal(size=(20, 4))
-    expected = [list(label_normalize_energy(dict(enumerate(row)), how).values()) for row in e]
-    assert np.allclose(normalize_energy(e, how), expected)
+def _choose(p, e, lam, norm="max"):
+    return Scores.from_energy([f"q{i}" for i in range(len(p))], POOL, np.array(p), np.array(e), norm).choices(lam)
 
 
 def test_choose_trades_correctness_for_energy():
     p = np.array([[0.2, 0.6, 0.9], [0.9, 0.9, 0.9]])
     e = np.array([[1.0, 2.0, 10.0], [5.0, 1.0, 2.0]])
-    assert choose(p, e, 0.0, "max").tolist() == [2, 1]  # most likely right; a tie goes to the cheaper
-    assert choose(p, e, 0.5, "max").tolist() == [1, 1]  # 0.6 - 0.1 beats 0.9 - 0.5
-    assert choose(p, e, 1e6, "max").tolist() == [0, 1]  # cheapest
-    with pytest.raises(ValueError, match="lam"):
-        choose(p, e, -1.0, "max")
+    assert _choose(p, e, 0.0).tolist() == [2, 1]  # most likely right; a tie goes to the cheaper
+    assert _choose(p, e, 0.5).tolist() == [1, 1]  # 0.6 - 0.1 beats 0.9 - 0.5
+    assert _choose(p, e, 1e6).tolist() == [0, 1]  # cheapest
+    with pytest.raises(ValueError, match="λ must be"):
+        _choose(p, e, -1.0)
 
 
-def test_scored_queries_checks_shapes():
-    with pytest.raises(ValueError, match="p_correct has shape"):
-        ScoredQueries(["q"], POOL, np.zeros((1, 2)), np.ones((1, 3)))
+def test_scores_check_shapes():
+    with pytest.raises(ValueError, match="merit has shape"):
+        Scores(["q"], POOL, np.zeros((1, 2)), np.ones((1, 3)), np.ones((1, 3)))
 
 
 def test_registry_and_config_name_the_same_families():

@@ -14,10 +14,9 @@ import pandas as pd
 import pytest
 
 from jouleroute.energy.estimate import EstimateMeter
-from jouleroute.routing.config import BaselinesConfig
-from jouleroute.routing.embeddings import EmbeddingCache, HashingEmbedder
+from jouleroute.routing.baselines.config import BaselinesConfig
+from jouleroute.routing.baselines.embeddings import EmbeddingCache, HashingEmbedder
 from jouleroute.routing.registry import build_router
-from jouleroute.routing.scoring import choose
 
 CANDIDATES = ["tiny", "mid", "big"]
 BASE_ENERGY_J = {"tiny": 1.0, "mid": 3.0, "big": 10.0}
@@ -87,12 +86,10 @@ def test_routes_only_pool_members_in_query_order(router):
 
 
 def test_lambda_zero_picks_the_most_likely_correct(router):
-    scores = router.predict_scores(TEST_QUERIES)
+    scores = router.score(TEST_QUERIES)
     picks = scores.decide(0.0).candidate_ids
     # The argmax of predicted correctness (ties to the cheaper), query by query...
-    best = [CANDIDATES[i] for i in choose(scores.p_correct, scores.energy_j, 0.0, "max")]
-    assert picks == best
-    assert all(scores.p_correct[i, CANDIDATES.index(c)] == scores.p_correct[i].max() for i, c in enumerate(picks))
+    assert all(scores.merit[i, CANDIDATES.index(c)] == scores.merit[i].max() for i, c in enumerate(picks))
     # ...and it learned the topics: proofs need the big model, history not the tiny one.
     by_topic = _by_topic(scores.decide(0.0))
     assert by_topic["proof"] == {"big"}
@@ -100,19 +97,19 @@ def test_lambda_zero_picks_the_most_likely_correct(router):
 
 
 def test_large_lambda_picks_the_cheapest(router):
-    scores = router.predict_scores(TEST_QUERIES)
+    scores = router.score(TEST_QUERIES)
     assert scores.decide(1e4).candidate_ids == ["tiny"] * len(TEST_QUERIES)
 
 
 def test_moderate_lambda_routes_each_topic_to_its_cheapest_capable_candidate(router):
     # 0.2 x normalized energy is below the confidence gap between right and wrong candidates
     # but above the gap between two right ones, so each topic goes to its cheapest solver.
-    by_topic = _by_topic(router.predict_scores(TEST_QUERIES).decide(0.2))
+    by_topic = _by_topic(router.score(TEST_QUERIES).decide(0.2))
     assert by_topic == {"arith": {"tiny"}, "history": {"mid"}, "proof": {"big"}}
 
 
 def test_sweep_reuses_one_prediction(router):
-    scores = router.predict_scores(TEST_QUERIES)
+    scores = router.score(TEST_QUERIES)
     sweep = scores.sweep([0.0, 0.2, 1e4])
     assert list(sweep) == [0.0, 0.2, 1e4]
     assert sweep[0.2].candidate_ids == scores.decide(0.2).candidate_ids
@@ -122,7 +119,7 @@ def test_sweep_reuses_one_prediction(router):
 
 
 def test_predicted_energy_orders_candidates(router):
-    energy = router.predict_scores(TEST_QUERIES).energy_j
+    energy = router.score(TEST_QUERIES).energy_j
     assert np.all(energy[:, 0] < energy[:, 1]) and np.all(energy[:, 1] < energy[:, 2])
     assert np.allclose(energy.mean(axis=0), [1.1, 3.3, 11.0], rtol=0.25)
 
@@ -156,12 +153,12 @@ def test_overhead_measured_on_a_sample_changes_no_decision(tmp_path):
     meter = EstimateMeter()
     metered = build_router("mlp", TRAIN_PROFILE, TRAIN_QUERIES, CANDIDATES, cfg, meter=meter, embedder=embedder)
     embedder.encoded.clear()
-    scores = metered.predict_scores(TEST_QUERIES)
+    scores = metered.score(TEST_QUERIES)
     # Two test questions embedded uncached inside the window, then all nine through the cache.
     assert len(embedder.encoded) == 2 + len(TEST_QUERIES)
     assert scores.overhead_latency_s[0] > 0 and len(scores.overhead_latency_s) == len(TEST_QUERIES)
     plain = build_router("mlp", TRAIN_PROFILE, TRAIN_QUERIES, CANDIDATES, cfg, embedder=HashingEmbedder())
-    assert np.array_equal(scores.p_correct, plain.predict_scores(TEST_QUERIES).p_correct)
+    assert np.array_equal(scores.merit, plain.score(TEST_QUERIES).merit)
 
 
 @pytest.mark.parametrize("family", ["mlp", "mf"])
@@ -170,14 +167,14 @@ def test_training_is_seeded_and_lowers_the_loss(family):
     first, again = make(CFG), make(CFG)
     other = make(CFG.model_copy(update={"seed": 1}))
     assert first.loss_history[-1] < 0.5 * first.loss_history[0]
-    p = first.predict_scores(TEST_QUERIES).p_correct
-    assert np.array_equal(p, again.predict_scores(TEST_QUERIES).p_correct)
-    assert not np.array_equal(p, other.predict_scores(TEST_QUERIES).p_correct)
+    p = first.score(TEST_QUERIES).merit
+    assert np.array_equal(p, again.score(TEST_QUERIES).merit)
+    assert not np.array_equal(p, other.score(TEST_QUERIES).merit)
 
 
 def test_knn_probability_is_the_neighbour_vote():
     knn = build_router("knn", TRAIN_PROFILE, TRAIN_QUERIES, CANDIDATES, CFG, embedder=HashingEmbedder())
-    p = knn.predict_scores(TEST_QUERIES[TEST_QUERIES["task"] == "history"]).p_correct
+    p = knn.score(TEST_QUERIES[TEST_QUERIES["task"] == "history"]).merit
     assert np.allclose(p, [[0.0, 1.0, 1.0]] * 3)  # all 5 neighbours are history queries
 
 
@@ -187,12 +184,12 @@ def test_missing_pairs_are_masked_not_guessed():
     drop &= TRAIN_PROFILE["query_id"] != "proof/0"
     for family in LEARNED:
         router = build_router(family, TRAIN_PROFILE[~drop], TRAIN_QUERIES, CANDIDATES, CFG, embedder=HashingEmbedder())
-        scores = router.predict_scores(TEST_QUERIES)
-        assert np.all(np.isfinite(scores.p_correct)) and np.all(np.isfinite(scores.energy_j))
+        scores = router.score(TEST_QUERIES)
+        assert np.all(np.isfinite(scores.merit)) and np.all(np.isfinite(scores.energy_j))
 
 
 def test_unfitted_router_says_so():
-    from jouleroute.routing.knn import KNNRouter
+    from jouleroute.routing.baselines.knn import KNNRouter
 
     with pytest.raises(RuntimeError, match="not fitted"):
         KNNRouter(CANDIDATES, HashingEmbedder()).route(TEST_QUERIES)

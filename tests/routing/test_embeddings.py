@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import jouleroute
-from jouleroute.routing.config import EmbeddingConfig
-from jouleroute.routing.embeddings import HashingEmbedder, SentenceEmbedder, build_embedder, embed_queries
+from jouleroute.routing.baselines.config import EmbeddingConfig
+from jouleroute.routing.baselines.embeddings import HashingEmbedder, SentenceEmbedder, build_embedder, embed_queries
 
 TEXTS = ["add two plus three", "add five plus seven", "who ruled the roman empire"]
 

@@ -1,4 +1,4 @@
-"""LMRouter: scoring in one pass never leaves the pool, equals constrained decoding, decides λ outside the model."""
+"""LMRouter: scoring in one pass never leaves the pool, equals unbatched scoring, decides λ outside the model."""
 
 from __future__ import annotations
 
@@ -11,11 +11,10 @@ import pytest
 import torch
 
 from jouleroute.energy.base import Measurement, Meter
-from jouleroute.routing.lm_config import RouterConfig
-from jouleroute.routing.lm_decoding import CandidateTrie, constrained_choices
-from jouleroute.routing.lm_router import LMRouter
-from jouleroute.routing.lm_scoring import decide
-from jouleroute.routing.lm_spec import SYSTEM_MESSAGE, RouterSpec, label_token_ids
+from jouleroute.routing.lm.config import RouterConfig
+from jouleroute.routing.lm.router import LMRouter
+from jouleroute.routing.scores import Scores
+from jouleroute.routing.lm.spec import SYSTEM_MESSAGE, RouterSpec, label_token_ids
 from jouleroute.training.tiny_model import build_tiny_model
 
 POOL = ["gpt", "gpt-big", "qwen2.5-1.5b", "x"]
@@ -79,27 +78,17 @@ def test_untrained_router_only_returns_pool_members(untrained_dir):
     assert decisions.overhead_energy_source == "none" and all(math.isnan(e) for e in decisions.overhead_energy_j)
 
 
-def test_scoring_equals_constrained_decoding_where_both_apply(untrained_dir):
-    """With single-token ids, greedy trie decoding picks the argmax label logit: the same choice as scoring.
-
-    Checked for every pair of labels, so that the compared choices vary even on a random model.
-    """
+def test_batched_scoring_equals_one_unpadded_pass_per_query(untrained_dir):
+    """Left padding, explicit positions and logits_to_keep=1 change nothing: each query's label
+    logits equal those of a plain forward pass over its prompt alone."""
     router = LMRouter(untrained_dir, cfg=RouterConfig(batch_size=3))
-    labels = router.spec.labels
     frame = queries(6)
-    messages = [[{"role": "system", "content": SYSTEM_MESSAGE},
-                 {"role": "user", "content": router.spec.query_text(q, t)}]
-                for q, t in zip(frame["question"], frame["task"])]
-    scores = router.score(frame).scores
-    picked = set()
-    for a in range(len(labels)):
-        for b in range(a + 1, len(labels)):
-            trie = CandidateTrie({labels[a]: [router.label_ids[a]], labels[b]: [router.label_ids[b]]})
-            decoded, _ = constrained_choices(router.model, router.tokenizer, messages, trie)
-            scored = [labels[a] if row[a] >= row[b] else labels[b] for row in scores]
-            assert scored == decoded
-            picked |= set(decoded)
-    assert len(picked) > 2  # several labels won somewhere: the comparison is not between constants
+    batched = router.score(frame).merit
+    for row, prompt in zip(batched, router.prompts(frame)):
+        with torch.inference_mode():
+            alone = router.model(input_ids=torch.tensor([prompt])).logits[0, -1, router.label_ids].float().numpy()
+        assert np.allclose(row, alone, atol=1e-4)
+    assert len({int(np.argmax(row)) for row in batched}) > 1 or np.ptp(batched) > 0  # not a constant output
 
 
 def test_one_pass_serves_every_lambda_and_cheaper_choices_follow_larger_lambda(untrained_dir):
@@ -114,10 +103,11 @@ def test_one_pass_serves_every_lambda_and_cheaper_choices_follow_larger_lambda(u
 
 
 def test_decide_breaks_ties_toward_cheaper_candidates():
-    scores = np.array([[1.0, 1.0, 0.0]])
-    energy = np.array([[0.9, 0.2, 0.1]])
-    assert decide(scores, energy, 0.0, 10.0).tolist() == [1]
-    assert decide(scores, energy, 1.0, 10.0).tolist() == [2]
+    def scores(energy):
+        return Scores(["q"], ["a", "b", "c"], np.array([[1.0, 1.0, 0.0]]), np.array(energy), np.array(energy), scale=10.0)
+
+    assert scores([[0.9, 0.2, 0.1]]).choices(0.0).tolist() == [1]
+    assert scores([[0.9, 0.2, 0.1]]).choices(1.0).tolist() == [2]
 
 
 def test_labels_must_be_single_distinct_tokens(untrained_dir):

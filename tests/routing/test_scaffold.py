@@ -15,11 +15,11 @@ import re
 import pandas as pd
 import pytest
 
-from jouleroute.routing.config import BaselinesConfig
-from jouleroute.routing.embeddings import EmbeddingCache, HashingEmbedder, text_key
+from jouleroute.routing.baselines.config import BaselinesConfig
+from jouleroute.routing.baselines.embeddings import EmbeddingCache, HashingEmbedder, text_key
 from jouleroute.routing.registry import build_router
 from jouleroute.routing.scaffold import Scaffold, learn_scaffold, learn_scaffolds, strip_queries
-from jouleroute.routing.train_table import build_train_table
+from jouleroute.routing.baselines.train_table import build_train_table
 
 ARC_PREFIX = (
     "The following are multiple choice questions about science.\n\n"
@@ -167,7 +167,7 @@ def test_prompts_look_alike_to_a_truncating_encoder_unless_stripped():
 
     stripped = build_router("knn", TRAIN_PROFILE, TRAIN_QUERIES, CANDIDATES, CFG, embedder=TruncatingEmbedder())
     assert stripped.scaffolds == {"arc": Scaffold(ARC_PREFIX, ARC_SUFFIX)}
-    decisions = stripped.predict_scores(TEST_QUERIES).decide(0.2)
+    decisions = stripped.score(TEST_QUERIES).decide(0.2)
     by_kind: dict[str, set[str]] = {}
     for qid, cand in zip(decisions.query_ids, decisions.candidate_ids):
         by_kind.setdefault(_kind_of(qid), set()).add(cand)
@@ -180,10 +180,10 @@ def test_training_and_routing_embed_the_stripped_text(tmp_path):
     cached = EmbeddingCache(tmp_path, embedder.model_key).load()
     assert set(cached) == {text_key(b) for b in TRAIN_QUERIES["body"]}  # stripped texts, not raw prompts
     embedder.encoded.clear()
-    router.predict_scores(TEST_QUERIES)
+    router.score(TEST_QUERIES)
     assert embedder.encoded == TEST_QUERIES["body"].tolist()
     with pytest.raises(ValueError, match="'task' column"):
-        router.predict_scores(TEST_QUERIES.drop(columns="task"))
+        router.score(TEST_QUERIES.drop(columns="task"))
 
 
 def test_train_table_carries_the_task_of_each_query():

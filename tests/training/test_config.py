@@ -7,7 +7,7 @@ import yaml
 from pydantic import ValidationError
 
 from jouleroute.config import ParamsError, load_params
-from jouleroute.routing.lm_config import RouterConfig
+from jouleroute.routing.lm.config import RouterConfig
 from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
 
 
@@ -67,7 +67,7 @@ def test_params_accept_grids_inside_the_trained_range(tmp_path):
 
 
 def test_router_data_labels_that_collide_are_refused(tmp_path):
-    from jouleroute.routing.lm_spec import RouterSpec
+    from jouleroute.routing.lm.spec import RouterSpec
 
     with pytest.raises(ValueError, match="share the label"):
         RouterSpec(candidates=["a", "b"], labels=["X", "X"], energy_source="estimated", energy_norm="max",

@@ -77,7 +77,7 @@ def test_build_rewards_keeps_order_names_and_weights():
 
 
 def test_weighted_sum_equals_the_utility_that_defines_sft_labels():
-    from jouleroute.routing.utility import normalize_energy
+    from jouleroute.routing.scores import normalize_energy_map as normalize_energy
 
     funcs, weights = build_rewards({"correctness": 1.0, "energy_penalty": 1.0})
     for cid in CORRECT:

@@ -9,15 +9,12 @@ import pytest
 from conftest import ENERGY_J, toy_tables
 
 from jouleroute.training.config import RouterDataConfig
-from jouleroute.routing.lm_spec import RouterSpec
+from jouleroute.routing.lm.spec import RouterSpec
 from jouleroute.training.rewards import parse_choice
 from jouleroute.training.router_data import run_router_data
-from jouleroute.routing.utility import (
-    cheapest_correct_label,
-    expected_utility_label,
-    normalize_energy,
-    utility_label,
-)
+from jouleroute.routing.scores import normalize_energy as normalize_energy_rows
+from jouleroute.routing.scores import normalize_energy_map as normalize_energy
+from jouleroute.routing.utility import cheapest_correct_label, expected_utility_label, utility_label
 
 CANDS = ["large", "mid", "small"]
 
@@ -36,6 +33,20 @@ def test_normalizations_by_hand():
     assert normalize_energy({"a": 3.0, "b": 3.0}, "linear") == {"a": 0.0, "b": 0.0}
     with pytest.raises(ValueError, match="valid: max, linear, log"):
         normalize_energy(energy, "rank")
+
+
+@pytest.mark.parametrize("how", ["max", "linear", "log"])
+def test_negative_energy_counts_as_zero_for_labels_and_routers_alike(how):
+    # An idle-subtracted energy can fall below 0; labels (one query as a dict) and routers
+    # (rows of an array) must agree on what it costs: nothing, never less.
+    energy = {"a": -0.5, "b": 0.0, "c": 2.0, "d": 8.0}
+    as_zero = {**energy, "a": 0.0}
+    assert normalize_energy(energy, how) == pytest.approx(normalize_energy(as_zero, how))
+    rows = normalize_energy_rows([list(energy.values()), list(as_zero.values())], how)
+    assert rows[0].tolist() == pytest.approx(list(normalize_energy(energy, how).values()))
+    assert rows[0].tolist() == pytest.approx(rows[1].tolist())
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        normalize_energy({"a": float("nan"), "b": 1.0}, how)
 
 
 def test_cheapest_correct_and_its_fallbacks():

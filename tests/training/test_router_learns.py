@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jouleroute.routing.lm_router import LMRouter
+from jouleroute.routing.lm.router import LMRouter
 from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.training.grpo import run_grpo
 from jouleroute.training.router_data import run_router_data
@@ -75,7 +75,7 @@ def expected_reward(model_dir, rows: list[dict], lambdas) -> float:
     scored = router.score(frame)
     total = 0.0
     for lam in lambdas:
-        logits = scored.scores - lam * scored.utility_scale * scored.energy
+        logits = scored.values(lam)
         policy = np.exp(logits - logits.max(axis=1, keepdims=True))
         policy /= policy.sum(axis=1, keepdims=True)
         for p, row in zip(policy, rows):

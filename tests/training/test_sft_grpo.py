@@ -7,7 +7,7 @@ import torch
 from conftest import toy_tables
 from transformers import AutoModelForCausalLM, TrainerCallback
 
-from jouleroute.routing.lm_router import LMRouter
+from jouleroute.routing.lm.router import LMRouter
 from jouleroute.training.common import StepProgress
 from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.training.grpo import run_grpo

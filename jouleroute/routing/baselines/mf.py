@@ -23,10 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from jouleroute.routing.embeddings import Embedder
-from jouleroute.routing.learned import LearnedRouter
-from jouleroute.routing.torch_fit import as_targets, masked_bce, seeded, single_threaded, train_minibatch
-from jouleroute.routing.train_table import TrainTable
+from jouleroute.routing.baselines.embeddings import Embedder
+from jouleroute.routing.baselines.learned import LearnedRouter
+from jouleroute.routing.baselines.torch_fit import as_targets, masked_bce, seeded, single_threaded, train_minibatch
+from jouleroute.routing.baselines.train_table import TrainTable
 
 
 class _MatrixFactorization(nn.Module):

@@ -13,10 +13,10 @@ import pandas as pd
 
 
 class LMRouterPyfunc(mlflow.pyfunc.PythonModel):
-    """Wraps :class:`jouleroute.routing.lm_router.LMRouter` over the logged router folder."""
+    """Wraps :class:`jouleroute.routing.lm.router.LMRouter` over the logged router folder."""
 
     def load_context(self, context: Any) -> None:
-        from jouleroute.routing.lm_router import LMRouter
+        from jouleroute.routing.lm.router import LMRouter
 
         self.router = LMRouter(context.artifacts["router"])
 

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from jouleroute.routing.base import Router, RoutingDecisions
+from jouleroute.routing.base import Router, RoutingDecisions, Scores
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +26,15 @@ def query_ids_of(queries: pd.DataFrame) -> list[str]:
     return queries["query_id"].astype(str).tolist()
 
 
-def free_decisions(query_ids: list[str], candidate_ids: list[str]) -> RoutingDecisions:
-    """Decisions of a router whose own cost is nil."""
-    n = len(query_ids)
-    return RoutingDecisions(query_ids, candidate_ids, [0.0] * n, [0.0] * n, "none")
+def fixed_scores(query_ids: list[str], candidates: list[str], chosen: Sequence[str]) -> Scores:
+    """Scores of a router that decided without weighing energy (merit 1 for its pick, no cost) and
+    whose own cost is nil: every λ gives the same decisions."""
+    n, column = len(query_ids), {c: i for i, c in enumerate(candidates)}
+    merit = np.zeros((n, len(candidates)))
+    merit[np.arange(n), [column[c] for c in chosen]] = 1.0
+    zeros = np.zeros_like(merit)
+    return Scores(query_ids, list(candidates), merit, zeros, zeros, overhead_latency_s=[0.0] * n,
+                  overhead_energy_j=[0.0] * n, overhead_energy_source="none")
 
 
 def mix_of(decisions: RoutingDecisions) -> dict[str, float]:
@@ -51,9 +56,9 @@ class AlwaysRouter(Router):
         self.candidate = candidate
         self.name = f"always:{candidate}"
 
-    def route(self, queries: pd.DataFrame) -> RoutingDecisions:
+    def score(self, queries: pd.DataFrame) -> Scores:
         ids = query_ids_of(queries)
-        return free_decisions(ids, [self.candidate] * len(ids))
+        return fixed_scores(ids, self.candidates, [self.candidate] * len(ids))
 
 
 class RandomRouter(Router):
@@ -87,11 +92,11 @@ class RandomRouter(Router):
         counts[order[: n - counts.sum()]] += 1
         return counts
 
-    def route(self, queries: pd.DataFrame) -> RoutingDecisions:
+    def score(self, queries: pd.DataFrame) -> Scores:
         ids = query_ids_of(queries)
         slots = np.repeat(np.arange(len(self.candidates)), self._counts(len(ids)))
         np.random.default_rng(self.seed).shuffle(slots)
-        return free_decisions(ids, [self.candidates[i] for i in slots])
+        return fixed_scores(ids, self.candidates, [self.candidates[i] for i in slots])
 
 
 class OracleRouter(Router):
@@ -129,7 +134,7 @@ class OracleRouter(Router):
         )
         self.choice = ranked.drop_duplicates("query_id").set_index("query_id")["candidate_id"].to_dict()
 
-    def route(self, queries: pd.DataFrame) -> RoutingDecisions:
+    def score(self, queries: pd.DataFrame) -> Scores:
         ids = query_ids_of(queries)
         unknown = [q for q in ids if q not in self.choice]
         if unknown:
@@ -137,4 +142,4 @@ class OracleRouter(Router):
                 f"oracle has no profile rows for {len(unknown)} routed queries (first: {unknown[:3]}); "
                 "give it the profile of the split being routed"
             )
-        return free_decisions(ids, [self.choice[q] for q in ids])
+        return fixed_scores(ids, self.candidates, [self.choice[q] for q in ids])

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from jouleroute.routing.embeddings import Embedder
-from jouleroute.routing.learned import LearnedRouter
-from jouleroute.routing.torch_fit import as_targets, masked_bce, seeded, single_threaded, train_minibatch
-from jouleroute.routing.train_table import TrainTable
+from jouleroute.routing.baselines.embeddings import Embedder
+from jouleroute.routing.baselines.learned import LearnedRouter
+from jouleroute.routing.baselines.torch_fit import as_targets, masked_bce, seeded, single_threaded, train_minibatch
+from jouleroute.routing.baselines.train_table import TrainTable
 
 # Energies at or below zero (possible for idle-subtracted net energy) cannot be logged.
 _LOG_FLOOR_J = 1e-9

@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from jouleroute.routing.scores import EnergyNorm
 from jouleroute.strict import StrictModel
 
 # Every name build_router accepts; "always" expands to one "always:<candidate_id>" per candidate.
 BASELINE_FAMILIES = ("always", "random", "oracle", "knn", "mlp", "mf")
-EnergyNorm = Literal["max", "linear", "log"]
 
 
 class EmbeddingConfig(StrictModel):
@@ -60,7 +60,7 @@ class BaselinesConfig(StrictModel):
 
     ``lam`` is the default energy weight of the learned routers' decision rule
     ``p_correct - lam * normalized_energy``; evaluation sweeps other values through
-    ``ScoredQueries.decide`` without retraining.
+    ``Scores.decide`` without retraining.
     """
 
     families: tuple[Literal["always", "random", "oracle", "knn", "mlp", "mf"], ...] = BASELINE_FAMILIES

@@ -16,9 +16,9 @@ from typing import Sequence
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
-from jouleroute.routing.embeddings import Embedder
-from jouleroute.routing.learned import LearnedRouter
-from jouleroute.routing.train_table import TrainTable
+from jouleroute.routing.baselines.embeddings import Embedder
+from jouleroute.routing.baselines.learned import LearnedRouter
+from jouleroute.routing.baselines.train_table import TrainTable
 
 
 def _neighbour_mean(values: np.ndarray, neighbours: np.ndarray, fallback: np.ndarray) -> np.ndarray:

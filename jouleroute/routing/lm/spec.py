@@ -5,7 +5,7 @@ pass: the logits of one *label token* per candidate at the answer position (labe
 are single tokens such as "A", "B", ...; candidate ids stay the user-facing names).
 λ is never in the prompt. It is applied at decision time, outside the model:
 
-    choice(x, λ) = argmax_c  z_c(x) − λ · s · ê_c(task)
+    choice(x, λ) = argmax_c  z_c(x) − λ · s · ê_c(task)      (``jouleroute.routing.scores``)
 
 ``z_c`` are the label logits, ``ê_c`` the candidate's TRAIN mean energy on the query's
 task, normalized across the pool (``energy_norm``), and ``s`` = ``utility_scale`` (logits
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from jouleroute.routing.scaffold import Scaffold
-from jouleroute.routing.utility import normalize_energy
+from jouleroute.routing.scores import normalize_energy_map
 
 SPEC_FILE = "router_spec.json"
 DEFAULT_LABELS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -45,7 +45,7 @@ def format_lambda(lam: float) -> str:
 
 def normalized(energy: Mapping[str, float], candidates: Sequence[str], norm: str) -> list[float]:
     """The candidates' energies scaled to [0, 1] across the pool (1 = most expensive)."""
-    scaled = normalize_energy({c: float(energy[c]) for c in candidates}, norm)
+    scaled = normalize_energy_map({c: float(energy[c]) for c in candidates}, norm)
     return [scaled[c] for c in candidates]
 
 
@@ -89,6 +89,11 @@ class RouterSpec:
     def energy_row(self, task: str) -> list[float]:
         """ê_c for a query of ``task``: TRAIN mean energies of that task, normalized across the pool."""
         return normalized(self.task_energy_j.get(task, self.pool_energy_j), self.candidates, self.energy_norm)
+
+    def energy_j_row(self, task: str) -> list[float]:
+        """The TRAIN mean joules behind ``energy_row`` (what ties are broken on)."""
+        energy = self.task_energy_j.get(task, self.pool_energy_j)
+        return [float(energy[c]) for c in self.candidates]
 
     def query_text(self, question: str, task: str) -> str:
         """The part of the prompt that differs between queries: the task's shared scaffold stripped."""

@@ -13,7 +13,7 @@ Device = Literal["auto", "cpu", "cuda"]
 
 
 class RouterConfig(StrictModel):
-    """Inference with a trained router (jouleroute.routing.lm_router.LMRouter)."""
+    """Inference with a trained router (jouleroute.routing.lm.router.LMRouter)."""
 
     batch_size: int = Field(default=16, ge=1)
     lam: float = Field(default=0.5, ge=0)  # energy weight when route() is not given one

@@ -4,7 +4,7 @@ A subclass only says how to fit on embedded training queries and how to predict
 ``p_correct`` and ``energy_j`` for new ones. Everything else is here: building
 the training table, stripping the per-task scaffolding of few-shot prompts
 (``jouleroute.routing.scaffold``), the embedding cache, measuring the router's own
-cost, and the decision rule of ``jouleroute.routing.scoring``.
+cost, and the decision rule of ``jouleroute.routing.scores``.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import numpy as np
 import pandas as pd
 
 from jouleroute.energy.base import Meter
-from jouleroute.routing.base import Router, RoutingDecisions
-from jouleroute.routing.embeddings import Embedder
+from jouleroute.routing.base import Router, Scores
+from jouleroute.routing.baselines.embeddings import Embedder
 from jouleroute.routing.scaffold import Scaffold, learn_scaffolds, strip_queries
-from jouleroute.routing.scoring import ScoredQueries, normalize_energy
-from jouleroute.routing.simple import query_ids_of
-from jouleroute.routing.train_table import TrainTable, build_train_table
+from jouleroute.routing.scores import check_norm
+from jouleroute.routing.baselines.simple import query_ids_of
+from jouleroute.routing.baselines.train_table import TrainTable, build_train_table
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 class LearnedRouter(Router):
     """Router trained on the train profile; decides ``argmax_c p(q, c) - lam * e~(q, c)``.
 
-    With a ``meter``, ``predict_scores`` measures embedding plus prediction in one
+    With a ``meter``, ``score`` measures embedding plus prediction in one
     window, bypassing the embedding cache so the cost is the one a deployment would
     pay, and charges every query the window's mean per query. ``overhead_sample``
     caps how many routed queries (a seeded random sample) are measured: on a CPU,
@@ -59,9 +59,10 @@ class LearnedRouter(Router):
             raise ValueError(f"overhead_sample must be positive or None, got {overhead_sample}")
         if lam < 0:
             raise ValueError(f"lam must be >= 0, got {lam}")
-        normalize_energy(np.ones((1, 1)), energy_norm)  # rejects an unknown name now, not at route time
+        check_norm(energy_norm)  # rejects an unknown name now, not at route time
         self.embedder = embedder
         self.lam = lam
+        self.default_lam = lam
         self.energy_norm = energy_norm
         self.meter = meter
         self.seed = seed
@@ -114,8 +115,8 @@ class LearnedRouter(Router):
             raise RuntimeError(f"{self.name} router is not fitted; call fit(profile, queries) first")
         return self._predict(self.embedder(texts, use_cache=use_cache))
 
-    def predict_scores(self, queries: pd.DataFrame) -> ScoredQueries:
-        """Predictions for a batch, to be decided at one or many ``lam`` (``ScoredQueries.decide``)."""
+    def score(self, queries: pd.DataFrame) -> Scores:
+        """Predictions for a batch (merit = p_correct), to be decided at one or many λ (``Scores.decide``)."""
         ids = query_ids_of(queries)
         if "question" not in queries.columns:
             raise ValueError(f"queries need a 'question' column; got {list(queries.columns)}")
@@ -138,16 +139,5 @@ class LearnedRouter(Router):
                 p, e = self._embed_and_predict(texts, use_cache=True)
             window = box[0]
             latency, energy, source = [window.time_s / size] * n, [window.energy_j / size] * n, window.source
-        return ScoredQueries(
-            query_ids=ids,
-            candidates=list(self.candidates),
-            p_correct=np.clip(p, 0.0, 1.0),
-            energy_j=e,
-            energy_norm=self.energy_norm,
-            overhead_latency_s=latency,
-            overhead_energy_j=energy,
-            overhead_energy_source=source,
-        )
-
-    def route(self, queries: pd.DataFrame) -> RoutingDecisions:
-        return self.predict_scores(queries).decide(self.lam)
+        return Scores.from_energy(ids, self.candidates, np.clip(p, 0.0, 1.0), e, self.energy_norm,
+                                  overhead_latency_s=latency, overhead_energy_j=energy, overhead_energy_source=source)

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 if TYPE_CHECKING:
-    from jouleroute.routing.config import EmbeddingConfig
+    from jouleroute.routing.baselines.config import EmbeddingConfig
 
 log = logging.getLogger(__name__)
 
-_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+_PACKAGE_DIR = Path(__file__).resolve().parents[2]  # jouleroute/routing/baselines/ -> jouleroute/
 
 
 def text_key(text: str) -> str:

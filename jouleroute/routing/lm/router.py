@@ -24,10 +24,10 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from jouleroute.energy.base import Measurement, Meter
-from jouleroute.routing.base import Router, RoutingDecisions
-from jouleroute.routing.lm_config import RouterConfig
-from jouleroute.routing.lm_scoring import LMScores, label_logits
-from jouleroute.routing.lm_spec import RouterSpec, label_token_ids, prompt_ids
+from jouleroute.routing.base import Router, RoutingDecisions, Scores
+from jouleroute.routing.lm.config import RouterConfig
+from jouleroute.routing.lm.scoring import label_logits
+from jouleroute.routing.lm.spec import RouterSpec, label_token_ids, prompt_ids
 from jouleroute.routing.torch_env import load_tokenizer, resolve_device, set_threads, use_bf16
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ class LMRouter(Router):
         self.tokenizer = load_tokenizer(self.model_dir, padding_side="left")
         self.model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=dtype).to(device).eval()
         self.label_ids = label_token_ids(self.tokenizer, self.spec.labels, self.spec.candidates)
-        self._last: tuple[tuple[str, ...], LMScores] | None = None
+        self.default_lam = self.cfg.lam
+        self._last: tuple[tuple[str, ...], Scores] | None = None
         if meter is None:
             log.warning("LMRouter has no meter: its overhead energy is reported as NaN (source 'none')")
 
@@ -74,8 +75,9 @@ class LMRouter(Router):
         return [prompt_ids(self.spec, self.tokenizer, str(q), str(t))
                 for q, t in zip(queries["question"], queries["task"])]
 
-    def score(self, queries: pd.DataFrame, progress=None) -> LMScores:
-        """Label scores of every query (one forward pass each, batched); the last batch of queries is memoized."""
+    def score(self, queries: pd.DataFrame, progress=None) -> Scores:
+        """Label logits of every query as merit (one forward pass each, batched), cost = the task's
+        normalized TRAIN energy, scale = the spec's logits per unit of utility. The last batch is memoized."""
         ids = tuple(str(q) for q in queries["query_id"])
         if self._last is not None and self._last[0] == ids:
             return self._last[1]
@@ -95,10 +97,13 @@ class LMRouter(Router):
                 latency[i], energy[i] = window.time_s, window.energy_j * share
             if progress is not None:
                 progress(len(batch))
-        result = LMScores(
-            query_ids=list(ids), candidates=list(self.candidates), scores=scores,
-            energy=np.array([self.spec.energy_row(str(t)) for t in queries["task"]]).reshape(n, len(self.candidates)),
-            utility_scale=self.spec.utility_scale, overhead_latency_s=latency, overhead_energy_j=energy,
+        tasks = [str(t) for t in queries["task"]]
+        width = len(self.candidates)
+        result = Scores(
+            query_ids=list(ids), candidates=list(self.candidates), merit=scores,
+            cost=np.array([self.spec.energy_row(t) for t in tasks]).reshape(n, width),
+            energy_j=np.array([self.spec.energy_j_row(t) for t in tasks]).reshape(n, width),
+            scale=self.spec.utility_scale, overhead_latency_s=latency, overhead_energy_j=energy,
             overhead_energy_source=self.meter.source if self.meter else "none")
         self._last = (ids, result)
         return result

@@ -1,0 +1,31 @@
+"""Route by scoring: one forward pass gives the router's scores over the whole pool.
+
+``label_logits`` left-pads a batch of prompts, runs the model once with
+``logits_to_keep=1`` and reads the logits of the candidates' label tokens at the answer
+position. Every choice is a pool member by construction, even from an untrained model.
+``LMRouter.score`` keeps those logits as the merit of a ``Scores``, so a sweep over λ re-decides
+without re-reading the query: the λ term is applied outside the model (see ``lm_spec``).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+
+@torch.inference_mode()
+def label_logits(model, prompts: Sequence[Sequence[int]], label_ids: Sequence[int], pad_id: int) -> np.ndarray:
+    """[prompts, labels] logits of the label tokens after each prompt (one left-padded forward pass)."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
+        mask[row, width - len(prompt):] = 1
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    device = model.device
+    out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+                logits_to_keep=1, use_cache=False)
+    return out.logits[:, -1, list(label_ids)].float().cpu().numpy()
