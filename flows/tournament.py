@@ -18,7 +18,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from jouleroute.stages.context import StageContext
-from jouleroute.stages.tournament_stage import tournament_stage
+from jouleroute.stages.tournament import tournament_stage
 from tasks.logs import library_logs_to
 from tasks.shard import shard_task
 

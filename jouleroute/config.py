@@ -17,10 +17,10 @@ from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.replay.config import ImportConfig, ReplayConfig
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.strict import StrictModel
-from jouleroute.tournament import TournamentConfig
+from jouleroute.tournament.config import TournamentConfig
 from jouleroute.routing.lm.config import RouterConfig
 from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
-from jouleroute.validation import ValidateConfig
+from jouleroute.validation.config import ValidateConfig
 
 
 class TrackingConfig(StrictModel):

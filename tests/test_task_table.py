@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from jouleroute.stages.embedded_report import BEGIN, DOC, END
-from jouleroute.task_table import per_task_table, task_winners
+from jouleroute.stages.report import BEGIN, DOC, END
+from jouleroute.evaluation.task_table import per_task_table, task_winners
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -51,7 +51,7 @@ def assert_same_as(got: pd.DataFrame, reference: pd.DataFrame) -> None:
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory, tiny_model):
     from jouleroute.stages.context import StageContext
-    from jouleroute.stages.tournament_stage import tournament_stage
+    from jouleroute.stages.tournament import tournament_stage
 
     work = workdir(tmp_path_factory.mktemp("serial") / "w", tiny_model)
     tournament_stage(StageContext.load(work / "params.yaml", work))

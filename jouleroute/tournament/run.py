@@ -23,28 +23,18 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import pandas as pd
-from pydantic import Field
 
 from jouleroute.backends import BackendConfig, GenRequest, LoglikRequest, answer_requests, make_backend
 from jouleroute.benchmarks import get_task
 from jouleroute.energy import EnergyConfig, attribute_window, attribution_rule, make_meter
 from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.provenance import stable_hash
-from jouleroute.shards import ShardStore, write_profile
-from jouleroute.strict import StrictModel
+from jouleroute.tournament.config import TournamentConfig
+from jouleroute.tournament.shards import ShardStore, write_profile
 
 logger = logging.getLogger(__name__)
 
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
-
-
-class TournamentConfig(StrictModel):
-    seed: int = 0
-    warmup_batches: int = Field(default=1, ge=0, description="batches run before measuring, outside any window")
-    splits: list[str] = Field(default_factory=lambda: ["train", "val", "test"])
-    dask_address: str | None = Field(
-        default=None, description="Dask scheduler the Prefect flow runs the shards on (`jouleroute-flow run`, "
-                                  "docs/orchestration.md); `jouleroute tournament` and `dvc repro` ignore it")
 
 
 @dataclass

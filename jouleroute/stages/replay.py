@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from jouleroute.profile_summary import summarize_profile, summary_metrics, summary_table
+from jouleroute.tournament.summary import summarize_profile, summary_metrics, summary_table
 from jouleroute.replay import run_import, run_replay
 from jouleroute.stages import StageFailed
 from jouleroute.stages.context import StageContext, write_json

@@ -1,4 +1,4 @@
-"""Stages `models` and `tournament`: glue between params, the library and MLflow."""
+"""Stage `tournament`: glue between params, the library (jouleroute/tournament) and MLflow."""
 
 from __future__ import annotations
 
@@ -8,27 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from jouleroute.models import run_models
-from jouleroute.profile_summary import summarize_profile, summary_metrics, summary_table
+from jouleroute.tournament.summary import summarize_profile, summary_metrics, summary_table
 from jouleroute.provenance import file_sha256, git_sha, hardware, library_versions
 from jouleroute.stages.context import StageContext, write_json
-from jouleroute.tournament import JobRunner, TournamentInputs, run_tournament
+from jouleroute.tournament.run import JobRunner, TournamentInputs, run_tournament
 from jouleroute.tracking import energy_label, flat_params, mlflow_run
 
 logger = logging.getLogger(__name__)
-
-
-def models_stage(ctx: StageContext) -> dict:
-    # every packaged model in `models` (the pool's and the router's base model)
-    ctx.path("models_dir").mkdir(parents=True, exist_ok=True)  # a DVC out even when every model is external
-    result = run_models(ctx.params.models, ctx.path("models_dir"))
-    for name, info in result.items():
-        logger.info("model %s: %s (%s)", name, info.get("status"), info.get("path"))
-    with ctx.stage_run("models") as run:
-        if run is not None:
-            run.log_metrics({"n_models": len(result)})
-            run.log_dict(result, "models.json")
-    return result
 
 
 def tournament_inputs(ctx: StageContext) -> TournamentInputs:

@@ -21,21 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from pydantic import Field
-
-from jouleroute.strict import StrictModel
-from jouleroute.validation_report import FailedCheck, failed_checks, failures_to_json, render_html
+from jouleroute.validation.config import ValidateConfig
+from jouleroute.validation.report import FailedCheck, failed_checks, failures_to_json, render_html
 
 log = logging.getLogger(__name__)
-
-
-class ValidateConfig(StrictModel):
-    """params.yaml section `validate`."""
-
-    allow_mixed_sources: bool = False  # accept a profile whose rows carry several energy_source labels
-    example_rows: int = Field(default=5, ge=1, le=100)  # offending rows shown per failed expectation
-    raise_on_failure: bool = True  # False: return the failed result instead of raising (exploration only)
-    data_docs: bool = True  # also build GE data docs (~1 s); report.json and report.html are always written
 
 
 @dataclass
@@ -110,7 +99,7 @@ def run_validate(
     # GE forces this module's logger to INFO at import; let it inherit the application's level instead
     logging.getLogger("great_expectations.data_context.types.base").setLevel(logging.NOTSET)
 
-    from jouleroute.validation_suite import cross_expectations, profile_expectations
+    from jouleroute.validation.suite import cross_expectations, profile_expectations
 
     profile_path, out_dir = Path(profile_path), Path(out_dir)
     profile = _read_parquet(profile_path, "profile")

@@ -1,0 +1,67 @@
+"""Stage `grpo`: GRPO on the SFT router, then SFT-only vs SFT+GRPO on held-out queries."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from jouleroute.stages.context import StageContext, write_json
+from jouleroute.stages.training import finish_training_run, heldout_check, sft_heldout
+from jouleroute.tracking import ensure_experiment, register_router, registered_name
+
+logger = logging.getLogger(__name__)
+
+
+def grpo_stage(ctx: StageContext) -> dict:
+    """GRPO, then SFT-only vs SFT+GRPO on held-out (val) queries; keeps the better one when configured."""
+    from jouleroute.training.common import StepProgress
+    from jouleroute.training.grpo import run_grpo
+
+    ensure_experiment(ctx.tracking_uri, ctx.params.tracking.experiment)
+    started = int(time.time() * 1000)
+    metrics = run_grpo(ctx.params.grpo, ctx.path("router_data_dir"), ctx.path("sft_dir"), ctx.path("grpo_dir"),
+                       tracking_uri=ctx.tracking_uri, cache_dir=ctx.path("trunk_cache"),
+                       callbacks=[StepProgress(ctx.progress, "GRPO steps")], progress=ctx.progress)
+    sft_check = sft_heldout(ctx)
+    grpo_check = heldout_check(ctx, ctx.path("grpo_dir") / "model", "grpo")
+    metrics["heldout_sft"], metrics["heldout"] = sft_check, grpo_check
+    metrics["sft_vs_grpo"] = compare_checks(sft_check, grpo_check)
+    worse = metrics["sft_vs_grpo"].get("grpo_minus_sft_utility", 0.0) < 0
+    if worse and ctx.params.grpo.keep_best_on_val:
+        import shutil
+
+        logger.warning("GRPO lowered the held-out utility (%.4f): keeping the SFT weights as the grpo router",
+                       metrics["sft_vs_grpo"]["grpo_minus_sft_utility"])
+        target = ctx.path("grpo_dir") / "model"
+        shutil.rmtree(target)
+        shutil.copytree(ctx.path("sft_dir") / "model", target)
+        metrics["heldout"], metrics["kept"] = sft_check, "sft"
+    else:
+        metrics["kept"] = "grpo"
+    write_json(ctx.path("grpo_dir") / "metrics.json", metrics)
+    run = finish_training_run(ctx, "grpo", started, metrics)
+    if run is not None:
+        spec = json.loads((ctx.path("router_data_dir") / "router_spec.json").read_text())
+        overall = metrics["heldout"].get("overall", {})
+        version = register_router(ctx.tracking_uri, ctx.params.tracking.experiment, run.run_id,
+                                  ctx.path("grpo_dir") / "model",
+                                  {"lambda_min": min(spec["lambdas"]), "lambda_max": max(spec["lambdas"]),
+                                   "lambdas": ",".join(f"{x:g}" for x in spec["lambdas"]), "kept": metrics["kept"],
+                                   "energy_source": spec.get("energy_source", "none"),
+                                   "heldout_utility": overall.get("router_utility", "n/a"),
+                                   "git_sha": ctx.tags("grpo")["git_sha"]})
+        logger.info("router registered in MLflow: %s version %s", registered_name(ctx.params.tracking.experiment),
+                    version)
+    return metrics
+
+
+def compare_checks(sft: dict, grpo: dict) -> dict:
+    """Per-λ held-out utility of SFT-only vs SFT+GRPO, and the overall difference."""
+    if not sft or not grpo:
+        return {}
+    per_lambda = {lam: {"sft": sft["by_lambda"][lam]["router_utility"], "grpo": row["router_utility"],
+                        "best_constant": row["best_constant_utility"]}
+                  for lam, row in grpo["by_lambda"].items()}
+    return {"by_lambda": per_lambda,
+            "grpo_minus_sft_utility": grpo["overall"]["router_utility"] - sft["overall"]["router_utility"]}

@@ -1,0 +1,36 @@
+"""Stage `sft`: supervised fine-tuning of the LM router (TRL SFTTrainer), then its held-out check."""
+
+from __future__ import annotations
+
+import time
+
+from jouleroute.stages.context import StageContext, write_json
+from jouleroute.stages.training import finish_training_run, heldout_check, heldout_key
+from jouleroute.tracking import ensure_experiment
+
+
+def base_model_dir(ctx: StageContext) -> str:
+    """`sft.base_model`: a key of `models` (converted by the `models` stage), a local folder or a hub id."""
+    name = ctx.params.sft.base_model
+    if name in ctx.params.models:
+        spec = ctx.params.models[name]
+        if spec.source == "pypi-gguf":
+            return str(ctx.path("models_dir") / name)
+        return spec.path or spec.hub_id or name
+    return str(ctx.root / name) if (ctx.root / name).exists() else name
+
+
+def sft_stage(ctx: StageContext) -> dict:
+    from jouleroute.training.common import StepProgress
+    from jouleroute.training.sft import run_sft
+
+    ensure_experiment(ctx.tracking_uri, ctx.params.tracking.experiment)
+    started = int(time.time() * 1000)
+    metrics = run_sft(ctx.params.sft, ctx.path("router_data_dir"), base_model_dir(ctx), ctx.path("sft_dir"),
+                      tracking_uri=ctx.tracking_uri, cache_dir=ctx.path("trunk_cache"),
+                      callbacks=[StepProgress(ctx.progress, "SFT steps")], progress=ctx.progress)
+    metrics["heldout"] = heldout_check(ctx, ctx.path("sft_dir") / "model", "sft")
+    metrics["heldout_key"] = heldout_key(ctx)
+    write_json(ctx.path("sft_dir") / "metrics.json", metrics)
+    finish_training_run(ctx, "sft", started, metrics)
+    return metrics

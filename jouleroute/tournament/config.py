@@ -1,0 +1,16 @@
+"""params.yaml section `tournament`."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from jouleroute.strict import StrictModel
+
+
+class TournamentConfig(StrictModel):
+    seed: int = 0
+    warmup_batches: int = Field(default=1, ge=0, description="batches run before measuring, outside any window")
+    splits: list[str] = Field(default_factory=lambda: ["train", "val", "test"])
+    dask_address: str | None = Field(
+        default=None, description="Dask scheduler the Prefect flow runs the shards on (`jouleroute-flow run`, "
+                                  "docs/orchestration.md); `jouleroute tournament` and `dvc repro` ignore it")
