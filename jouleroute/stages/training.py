@@ -55,7 +55,7 @@ def heldout_check(ctx: StageContext, model_dir: Path, name: str) -> dict:
     """
     from jouleroute.energy import make_meter
     from jouleroute.evaluation.label_eval import label_accuracy, load_rows
-    from jouleroute.routing.lm_router import LMRouter
+    from jouleroute.routing.lm.router import LMRouter
 
     val_path = ctx.path("router_data_dir") / "val.jsonl"
     rows = load_rows(val_path) if val_path.exists() else []
