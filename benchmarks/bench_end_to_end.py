@@ -23,10 +23,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("prepare", "models", "tournament", "validate", "router_data", "sft", "grpo", "evaluate", "report")
+sys.path.insert(0, str(ROOT))  # run as a script: the checkout's jouleroute, whose dvc.yaml this times
+from jouleroute.stages.table import stage_order  # noqa: E402  (the one list of stages: dvc.yaml)
+
+STAGES = tuple(stage_order(ROOT / "dvc.yaml"))
 STUDY = "studies/replay/dvc.yaml"
-STUDY_STAGES = ("models", f"{STUDY}:replay", f"{STUDY}:validate", f"{STUDY}:router_data", f"{STUDY}:sft",
-                f"{STUDY}:grpo", f"{STUDY}:evaluate")
+# the study reuses the main pipeline's `models` stage (the router's base model), then runs its own
+STUDY_STAGES = ("models", *(f"{STUDY}:{name}" for name in stage_order(ROOT / STUDY)))
 
 
 def main() -> int:

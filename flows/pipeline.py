@@ -99,14 +99,14 @@ def run_stages(params_path: str, root: str, stages: list[str] | None, dask_addre
 @flow(name="jouleroute-pipeline")
 def pipeline(params_path: str = "params.yaml", root: str = ".", stages: list[str] | None = None,
              dask_address: str | None = None, dask_workers: int = 0):
-    """prepare -> models -> tournament -> validate -> router_data -> sft -> grpo -> evaluate, through DVC."""
+    """The stages of dvc.yaml (the one list of stages), in its order, through DVC."""
     return run_stages(params_path, root, stages, dask_address, dask_workers)
 
 
 @flow(name="jouleroute-replay-study")
 def replay_study(params_path: str = "studies/replay/params.yaml", root: str = ".",
                  stages: list[str] | None = None):
-    """replay -> validate -> router_data -> sft -> grpo -> evaluate (studies/replay/dvc.yaml), through DVC."""
+    """The replay study: the stages of studies/replay/dvc.yaml, in its order, through DVC."""
     return run_stages(params_path, root, stages, None, 0)
 
 

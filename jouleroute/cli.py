@@ -15,12 +15,15 @@ from typing import Callable
 
 from jouleroute.offline import set_offline_defaults
 
-EPILOG = textwrap.dedent("""\
-    The stages run in this order under `dvc repro` (see dvc.yaml):
-      prepare -> models -> tournament -> validate -> router_data -> sft -> grpo -> evaluate
-    Every stage reads params.yaml (or --params FILE); unknown keys are errors.
-    Results: `jouleroute where`. UIs: `make ui-mlflow`, `make ui-prefect`.
-""")
+def epilog() -> str:
+    from jouleroute.stages.table import stage_order
+
+    return textwrap.dedent("""\
+        The stages run in this order under `dvc repro` (see dvc.yaml):
+          {order}
+        Every stage reads params.yaml (or --params FILE); unknown keys are errors.
+        Results: `jouleroute where`. UIs: `make ui-mlflow`, `make ui-prefect`.
+    """).format(order=" -> ".join(stage_order()))
 
 
 def _progress_unit(label: str) -> str:
@@ -80,17 +83,18 @@ def split_forwarded(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from jouleroute.stages import STAGES, UTILITIES
+    from jouleroute.commands import COMMANDS
+    from jouleroute.stages import STAGES
 
     parser = argparse.ArgumentParser(
         prog="jouleroute",
         description="Learn to route LLM queries to the cheapest model that still answers correctly, "
                     "and measure the energy that saves.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (_, summary, details) in {**STAGES, **UTILITIES}.items():
+    for name, (_, summary, details) in {**STAGES, **COMMANDS}.items():
         sp = sub.add_parser(name, help=summary, description=f"{summary}\n\n{details}",
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         sp.set_defaults(command=name)
@@ -117,15 +121,16 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     if not args.verbose:
         quiet_libraries()
-    from jouleroute.stages import STAGES, UTILITIES
+    from jouleroute.commands import COMMANDS
+    from jouleroute.stages import STAGES
     from jouleroute.stages.context import StageContext
     from jouleroute.stages.errors import expected_error
 
     ctx = None
     try:
         ctx = StageContext.load(args.params, progress=None if args.no_progress else _tqdm_progress)
-        fn = {**STAGES, **UTILITIES}[args.command].run
-        if args.command in UTILITIES:
+        fn = {**STAGES, **COMMANDS}[args.command].run
+        if args.command in COMMANDS:
             status = fn(ctx, args)
             return status if isinstance(status, int) else 0
         ctx.require_inputs(args.command)

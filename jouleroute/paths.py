@@ -30,3 +30,11 @@ class PathsConfig(StrictModel):
 
     def resolve(self, name: str, root: Path) -> Path:
         return (root / getattr(self, name)).resolve()
+
+
+def relative_to(path: Path, root: Path) -> str:
+    """``path`` relative to the repository when it lies inside it (provenance stays machine-independent)."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()

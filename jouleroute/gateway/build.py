@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
+from typing import Protocol, Sequence
 
-from jouleroute.config import Params
-from jouleroute.energy import make_meter
+from jouleroute.backends import BackendConfig
+from jouleroute.energy import EnergyConfig, make_meter
 from jouleroute.energy.base import Meter
 from jouleroute.gateway.auth import KeyStore
 from jouleroute.gateway.config import LOOPBACK_HOSTS, GatewayConfig, UpstreamConfig
@@ -21,8 +22,34 @@ from jouleroute.gateway.routers import GatewayRouter, ScoringGatewayRouter, lm_g
 from jouleroute.gateway.service import Gateway
 from jouleroute.gateway.remote import RemoteUpstream
 from jouleroute.gateway.upstreams import InProcessUpstream, Upstream
+from jouleroute.paths import PathsConfig
+from jouleroute.pool import CandidateSpec, ModelSpec
+from jouleroute.routing.baselines.config import BaselinesConfig
+from jouleroute.routing.lm.config import RouterConfig
 
 logger = logging.getLogger(__name__)
+
+
+class TrainedRange(Protocol):
+    lambdas: Sequence[float]
+
+
+class Params(Protocol):
+    """What building a gateway reads of the params file (``jouleroute.config.Params`` has it all). The
+    typed params file sits above every package, so the gateway names what it needs instead of importing it."""
+
+    paths: PathsConfig
+    pool: Sequence[CandidateSpec]
+    models: dict[str, ModelSpec]
+    backend: BackendConfig
+    energy: EnergyConfig
+    router_data: TrainedRange  # the λ range the router was trained on
+    router: RouterConfig
+    baselines: BaselinesConfig
+    gateway: GatewayConfig
+
+    @property
+    def candidate_ids(self) -> list[str]: ...
 
 
 def check_exposure(cfg: GatewayConfig, keys: KeyStore) -> None:

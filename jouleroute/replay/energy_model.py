@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from jouleroute.paths import relative_to
 from jouleroute.replay.config import EnergyMapping, EnergyModelConfig
-from jouleroute.replay.tables import relative_to
 
 _CONFIG_NAME = re.compile(r"^bs(\d+)\+tp(\d+)\+pp(\d+)\.json$")
 _REQUIRED_FIELDS = ("Energy/req (J)", "Avg TPOT (s)", "Token tput (tok/s)", "Avg Output Tokens")

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from jouleroute.paths import relative_to
 from jouleroute.replay.config import ImportConfig
 from jouleroute.replay.energy_model import build_token_model
 from jouleroute.replay.outcome_table import (
@@ -24,7 +25,7 @@ from jouleroute.replay.outcome_table import (
     check_unique_pairs, flags, numbers, read_outcome_table, texts,
 )  # fmt: skip
 from jouleroute.replay.stage import config_run_id
-from jouleroute.replay.tables import hash_fraction, pool_summary, price_modelled, relative_to, write_outputs
+from jouleroute.replay.tables import hash_fraction, pool_summary, price_modelled, write_outputs
 from jouleroute.replay.tokens import count_tokens, load_tokenizer
 from jouleroute.schema import ENERGY_SOURCES, SPLITS
 

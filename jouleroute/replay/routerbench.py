@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from jouleroute.replay.tables import relative_to
+from jouleroute.paths import relative_to
 
 log = logging.getLogger(__name__)
 

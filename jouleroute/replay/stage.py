@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from jouleroute.paths import relative_to
 from jouleroute.replay.config import ReplayConfig
 from jouleroute.replay.energy_model import TokenEnergyModel, build_token_model
 from jouleroute.replay.routerbench import hold_out_tasks, read_routerbench, routerbench_models
-from jouleroute.replay.tables import carve_val, pool_summary, price_modelled, relative_to, write_outputs
+from jouleroute.replay.tables import carve_val, pool_summary, price_modelled, write_outputs
 from jouleroute.replay.tokens import count_tokens, load_tokenizer
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ import pyarrow as pa
 from jouleroute.atomic import atomic_write_table
 from jouleroute.schema import ENERGY_SOURCES, PROFILE_SCHEMA, QUERY_SCHEMA, SPLITS
 
-if TYPE_CHECKING:  # energy_model imports relative_to from here
+if TYPE_CHECKING:  # types only: energy_model is the lower module
     from jouleroute.replay.energy_model import TokenEnergyModel
 
 MODELLED = "modelled"
@@ -154,11 +154,3 @@ def pool_summary(profile: pd.DataFrame) -> list[dict[str, object]]:
         mean_output_tokens=("output_tokens", "mean"),
     )
     return table.reset_index().to_dict(orient="records")
-
-
-def relative_to(path: Path, root: Path) -> str:
-    """``path`` relative to the repository when it lies inside it (provenance stays machine-independent)."""
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()

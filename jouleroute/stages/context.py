@@ -14,21 +14,13 @@ import yaml
 from jouleroute.atomic import atomic_write_text
 from jouleroute.config import Params, load_params
 from jouleroute.provenance import git_sha, stable_hash
-from jouleroute.stages import StageFailed
+from jouleroute.stages import StageFailed, table
 from jouleroute.tracking import flat_params, stage_run
 from jouleroute.tracking import tracking_uri as store_uri
 
 logger = logging.getLogger(__name__)
 
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
-
-# what each stage reads (names in `paths:`); dvc.yaml lists the same as deps (tests/pipeline checks it)
-INPUTS: dict[str, tuple[str, ...]] = {
-    "tournament": ("queries",), "validate": ("profile", "queries"), "router_data": ("profile", "queries"),
-    "sft": ("router_data_dir", "models_dir"), "grpo": ("router_data_dir", "sft_dir"),
-    "evaluate": ("profile", "queries"),
-}
-
 
 class MissingInput(StageFailed):
     """A stage's input does not exist yet; the message names the `dvc repro` that makes it."""
@@ -81,8 +73,17 @@ class StageContext:
         return stage_run(self.tracking_uri, self.params.tracking.experiment, stage, self.tags(stage), params,
                          energy_source, start_time_ms=self.started_ms)
 
+    @property
+    def dvc_yamls(self) -> list[Path]:
+        """The pipeline this params file drives (a study's dvc.yaml beside it), then the main one (whose
+        `models` stage a study reuses)."""
+        main = table.main_dvc_yaml(self.root)  # the root's, else this checkout's
+        beside = self.params_path.parent / "dvc.yaml"
+        return ([beside] if beside.exists() and beside.resolve() != main.resolve() else []) + [main]
+
     def require_inputs(self, stage: str) -> None:
-        for name in INPUTS.get(stage, ()):
+        """The stage's inputs made by other stages (its dvc.yaml deps) exist, or one line names the fix."""
+        for name in table.inputs(stage, [p for p in self.dvc_yamls if p.exists()]):
             if not self.path(name).exists():
                 producer = self.producer_of(self.path(name))
                 shown = self.path(name).relative_to(self.root) if self.path(name).is_relative_to(self.root) \
@@ -90,23 +91,18 @@ class StageContext:
                 raise MissingInput(f"missing input {shown}: run `{self.repro_hint(producer)}` first")
 
     def repro_hint(self, stage: str) -> str:
-        """`dvc repro <stage>`, or `dvc repro studies/x/dvc.yaml:<stage>` for a study's params file."""
-        beside = self.params_path.parent / "dvc.yaml"
-        # a study's own stage, or else the main pipeline's (a study reuses its `models`)
-        if self.params_path.parent != self.root and beside.exists() and \
-                stage in (yaml.safe_load(beside.read_text()) or {}).get("stages", {}):
-            return f"dvc repro {beside.relative_to(self.root) if beside.is_relative_to(self.root) else beside}:{stage}"
+        """`dvc repro <stage>`, or `dvc repro studies/x/dvc.yaml:<stage>` for a study's own stage."""
+        for path in self.dvc_yamls[:-1]:  # a study's own stage; else the main pipeline's
+            if stage in table.read(path) and path.resolve().is_relative_to(self.root.resolve()):
+                return f"dvc repro {table.target(self.root, path, stage)}"
         return f"dvc repro {stage}"
 
     def producer_of(self, missing: str | Path) -> str | None:
         """The stage whose output ``missing`` is (or lies under): what to `dvc repro` when it is absent."""
         missing = Path(missing).resolve()
-        profile_stage = {"tournament": "tournament", "replay": "replay"}.get(self.params.profile_source, "import")
-        producers = {"queries": "prepare" if profile_stage == "tournament" else profile_stage,
-                     "models_dir": "models", "profile": profile_stage, "profile_meta": profile_stage,
-                     "validation_dir": "validate", "router_data_dir": "router_data", "sft_dir": "sft",
-                     "grpo_dir": "grpo", "evaluate_dir": "evaluate"}
-        for name, stage in producers.items():
+        for name, stage in table.producers([p for p in self.dvc_yamls if p.exists()]).items():
+            if name not in type(self.params.paths).model_fields:
+                continue
             out = self.path(name)
             if missing == out or missing.is_relative_to(out):
                 return stage

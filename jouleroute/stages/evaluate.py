@@ -1,9 +1,7 @@
-"""Stage `evaluate`: build every router, route the test split, score them against the profile.
+"""Stage `evaluate`: accuracy vs energy for routers, baselines, oracle.
 
-Routers: the LM router (one λ-conditioned checkpoint, swept over ``evaluate.lambdas``),
-kNN / MLP / MF baselines (trained on the train split, swept over the same λ without
-retraining), random routing at the LM router's mix, and the oracle. Single candidates
-and the oracle's physical limit are computed by the evaluation library itself.
+On the test split: every single candidate, random, oracle, kNN/MLP/MF baselines and the LM
+router over the lambda sweep; AIQ, APGR, savings captured, phase transition, plots, MLflow.
 """
 
 from __future__ import annotations

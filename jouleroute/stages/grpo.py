@@ -1,4 +1,8 @@
-"""Stage `grpo`: GRPO on the SFT router, then SFT-only vs SFT+GRPO on held-out queries."""
+"""Stage `grpo`: GRPO on the SFT router: reward = correctness - lambda x energy.
+
+Rewards are named with weights in params (grpo.rewards). Resumes from the last checkpoint.
+Ends with SFT-only vs SFT+GRPO on held-out (val) queries, and registers the router in MLflow.
+"""
 
 from __future__ import annotations
 

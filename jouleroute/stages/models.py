@@ -1,4 +1,8 @@
-"""Stage `models`: the pool's packaged GGUF models, converted once into transformers folders."""
+"""Stage `models`: convert the pool's packaged GGUF models once.
+
+Dequantizes each `pypi-gguf` model used by the pool into paths.models_dir/<name>
+(save_pretrained), with a manifest holding the GGUF sha256. Skipped when already converted.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""Stage `prepare`: the query table."""
+"""Stage `prepare`: build the query table from the seven benchmarks.
+
+Samples `prepare.samples` queries per task (GSM8K, MATH-500, MMLU, ARC-Challenge, ARC-Easy,
+HellaSwag, BBH with all 27 sub-tasks), assigns deterministic train/val/test splits and writes
+paths.queries (parquet). Source: bundled subsets, full local files or Hugging Face datasets.
+"""
 
 from __future__ import annotations
 

@@ -1,13 +1,17 @@
-"""Stages `replay` and `import`: a profile from public or users' outcome data instead of a live tournament."""
+"""Stage `replay`: build queries + profile from RouterBench outcomes (modelled energy).
+
+Real correctness from RouterBench; energy and latency modelled from ML.ENERGY measurements
+(energy_source=modelled). The replay study's first stage (studies/replay).
+"""
 
 from __future__ import annotations
 
 import logging
 
-from jouleroute.tournament.summary import summarize_profile, summary_metrics, summary_table
-from jouleroute.replay import run_import, run_replay
+from jouleroute.replay import run_replay
 from jouleroute.stages import StageFailed
 from jouleroute.stages.context import StageContext, write_json
+from jouleroute.tournament.summary import summarize_profile, summary_metrics, summary_table
 from jouleroute.tracking import flat_params, mlflow_run
 
 logger = logging.getLogger(__name__)
@@ -17,19 +21,13 @@ def replay_stage(ctx: StageContext) -> dict:
     if ctx.params.replay is None:
         raise StageFailed(f"{ctx.params_path.name} has no `replay:` section (see studies/replay/params.yaml)")
     result = run_replay(ctx.params.replay, ctx.root, ctx.path("queries"), ctx.path("profile"))
-    _finish(ctx, "replay", result, ctx.params.replay.model_dump(mode="json"))
+    finish_profile(ctx, "replay", result, ctx.params.replay.model_dump(mode="json"))
     return result
 
 
-def import_stage(ctx: StageContext) -> dict:
-    if ctx.params.import_outcomes is None:
-        raise StageFailed(f"{ctx.params_path.name} has no `import_outcomes:` section (see docs/replay.md)")
-    result = run_import(ctx.params.import_outcomes, ctx.root, ctx.path("queries"), ctx.path("profile"))
-    _finish(ctx, "import", result, ctx.params.import_outcomes.model_dump(mode="json"))
-    return result
-
-
-def _finish(ctx: StageContext, stage: str, result: dict, cfg: dict) -> None:
+def finish_profile(ctx: StageContext, stage: str, result: dict, cfg: dict) -> None:
+    """What every profile source but the tournament writes besides the profile: its metadata, its summary
+    (the tournament's figures, same names) and the stage's MLflow run."""
     import pandas as pd
 
     profile = pd.read_parquet(ctx.path("profile"))

@@ -1,8 +1,8 @@
-"""Stage `report`: docs/embedded-default.md and the README's table, from the run's outputs.
+"""Stage `report`: write docs/embedded-default.md and the README's table from the last run.
 
-Reads the profile, the query table, the held-out check (grpo metrics) and the evaluation report;
-never a typed figure. The README block between the ``embedded-default`` markers is rewritten
-with the per-task table and the headline lines, so the README shows what the last run measured.
+Per-task accuracy per candidate vs chance, oracle and published figures; router figures on
+the test split and the held-out check. Never a typed figure: the README block between the
+`embedded-default` markers is rewritten, so the README shows what the last run measured.
 """
 
 from __future__ import annotations

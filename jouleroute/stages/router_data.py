@@ -1,4 +1,8 @@
-"""Stage `router_data`: SFT/GRPO datasets for the LM router, labelled from the measured profile."""
+"""Stage `router_data`: build SFT/GRPO router datasets (train split).
+
+Labels each training query with a target candidate (label policy) and renders prompts
+(paradigm `bare` or `informed`), in TRL's conversational prompt/completion format.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Stage `sft`: supervised fine-tuning of the LM router (TRL SFTTrainer), then its held-out check."""
+"""Stage `sft`: supervised fine-tuning of the LM router (TRL SFTTrainer).
+
+Starts from sft.base_model; resumes from the last checkpoint after a kill. Ends with the
+router's held-out check on the val split.
+"""
 
 from __future__ import annotations
 

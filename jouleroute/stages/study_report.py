@@ -1,8 +1,11 @@
-"""`jouleroute study_report`: write a study's report (paths.study_doc) from the run's own outputs (never by hand)."""
+"""Stage `study_report`: write a study's page (paths.study_doc) from its evaluation.
+
+Reads the evaluation report of the params file's paths and writes the study page (the pool,
+every router, the targets), never by hand. The last stage of a study's dvc.yaml.
+"""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -12,7 +15,7 @@ TARGET_ACC_POINTS = 0.01  # within 1 accuracy point of the best single open mode
 TARGET_ENERGY_SHARE = 0.60  # at no more than 60% of that model's energy
 
 
-def study_report_command(ctx: StageContext, args: argparse.Namespace | None = None) -> Path:
+def study_report_stage(ctx: StageContext) -> Path:
     report = json.loads((ctx.path("evaluate_dir") / "report.json").read_text())
     meta = json.loads(ctx.path("profile_meta").read_text()) if ctx.path("profile_meta").exists() else {}
     view = report["headline_view"]

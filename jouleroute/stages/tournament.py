@@ -1,4 +1,11 @@
-"""Stage `tournament`: glue between params, the library (jouleroute/tournament) and MLflow."""
+"""Stage `tournament`: every candidate answers every query, metered.
+
+Records correctness, latency, tokens, power and energy per (query, candidate) into
+paths.profile. Energy comes from Zeus (NVML/RAPL) or a labelled CPU-time estimate.
+Resumable: completed batches are saved as shards; a killed run continues where it stopped.
+
+This module is the glue between params, the library (jouleroute/tournament) and MLflow.
+"""
 
 from __future__ import annotations
 

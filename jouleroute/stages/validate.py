@@ -1,4 +1,9 @@
-"""Stage `validate`: the Great Expectations suite guards the profile before anything trains on it."""
+"""Stage `validate`: check the profile with Great Expectations.
+
+Schema, completeness (every query x candidate once), ranges, correctness in {0,1},
+energy_source labels. Writes report.json and data docs to paths.validation_dir; exits 1
+with a readable summary when an expectation fails, before anything trains on the profile.
+"""
 
 from __future__ import annotations
 

@@ -183,12 +183,3 @@ def test_mixed_energy_sources_are_one_line(tiny_repo, tmp_path, monkeypatch, cap
     monkeypatch.chdir(tmp_path)
     assert main(["evaluate"]) == 1
     assert "refusing to compare energy across sources" in _one_error_line(capsys.readouterr().err, "evaluate")
-
-
-def test_the_inputs_checked_before_a_stage_are_its_dvc_deps():
-    from jouleroute.stages.context import INPUTS
-
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    for stage, names in INPUTS.items():
-        deps = set(stages[stage]["deps"])
-        assert {f"${{paths.{name}}}" for name in names} <= deps, stage

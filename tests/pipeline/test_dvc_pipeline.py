@@ -1,6 +1,8 @@
 """The whole pipeline under real DVC, on a tiny local model: outputs, caching, partial reruns, MLflow.
 
-The tests in this module run in order on one repository (a session fixture).
+Every test passes alone and in any order: the ``reproduced`` fixture runs `dvc repro` once on the shared
+tiny repository, and a test that changes the repository (params, commits, experiments) works on a copy
+(``scratch``) or puts back what it changed.
 """
 
 from __future__ import annotations
@@ -12,11 +14,27 @@ import pandas as pd
 import pytest
 import yaml
 
+from jouleroute.stages.table import stage_order
 from tests.pipeline.conftest import BIN, REPO, run
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.timeout(1200), pytest.mark.integration]
 
-STAGES = ("prepare", "models", "tournament", "validate", "router_data", "sft", "grpo", "evaluate")
+STAGES = stage_order(REPO / "dvc.yaml")
+LOGGED = [s for s in STAGES if s != "report"]  # `report` only rewrites documents: no MLflow run (README "MLflow")
+
+
+@pytest.fixture(scope="module")
+def reproduced(tiny_repo) -> set[str]:
+    """`dvc repro` once on the shared tiny repository; the stages it ran."""
+    return ran(run([str(BIN / "dvc"), "repro"], tiny_repo).stdout)
+
+
+@pytest.fixture
+def scratch(reproduced, tiny_repo, tmp_path):
+    """A copy of the reproduced repository (git, DVC cache, outputs, MLflow store) that a test may change."""
+    copy = tmp_path / "repo"
+    shutil.copytree(tiny_repo, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
 
 
 def ran(stdout: str) -> set[str]:
@@ -35,10 +53,9 @@ def stale(root) -> set[str]:
     return {s for s in STAGES if f"\n{s}:" in "\n" + out}
 
 
-def test_first_repro_runs_every_stage_and_writes_results(tiny_repo):
-    done = run([str(BIN / "dvc"), "repro"], tiny_repo)
+def test_first_repro_runs_every_stage_and_writes_results(tiny_repo, reproduced):
     # (another test module may already have reproduced up to `validate` on this shared repository)
-    assert {"router_data", "sft", "grpo", "evaluate"} <= ran(done.stdout)
+    assert {"router_data", "sft", "grpo", "evaluate", "report"} <= reproduced
     assert run([str(BIN / "dvc"), "status"], tiny_repo).stdout.strip().endswith("Data and pipelines are up to date.")
     queries = pd.read_parquet(tiny_repo / "artifacts/prepare/queries.parquet")
     profile = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
@@ -57,7 +74,7 @@ def test_first_repro_runs_every_stage_and_writes_results(tiny_repo):
     assert all(png.stat().st_size > 5_000 for png in plots)
 
 
-def test_study_report_is_generated_from_the_run(tiny_repo):
+def test_study_report_is_generated_from_the_run(tiny_repo, reproduced):
     """The report writer behind docs/replay-study.md, on this run's real evaluate + grpo outputs."""
     run([str(BIN / "jouleroute"), "study_report"], tiny_repo)
     text = (tiny_repo / "docs/replay-study.md").read_text()
@@ -85,11 +102,11 @@ def _stage_runs(client) -> dict:
     return latest
 
 
-def test_every_stage_run_is_in_mlflow_with_metrics_tags_and_plots(tiny_repo):
+def test_every_stage_run_is_in_mlflow_with_metrics_tags_and_plots(tiny_repo, reproduced):
     client = _client(tiny_repo)
     runs = _stage_runs(client)
-    assert set(STAGES) <= set(runs), sorted(runs)
-    for stage in STAGES:
+    assert set(LOGGED) <= set(runs), sorted(runs)
+    for stage in LOGGED:
         tags = runs[stage].data.tags
         assert runs[stage].info.status == "FINISHED", stage
         assert tags["energy_source"] == ("none" if stage in ("prepare", "models") else "estimated"), stage
@@ -133,7 +150,7 @@ def test_every_stage_run_is_in_mlflow_with_metrics_tags_and_plots(tiny_repo):
         assert "sweep.accuracy" in fam.data.metrics
 
 
-def test_the_router_is_registered_with_its_lambda_range_and_aiq(tiny_repo):
+def test_the_router_is_registered_with_its_lambda_range_and_aiq(tiny_repo, reproduced):
     client = _client(tiny_repo)
     versions = client.search_model_versions("name = 'jouleroute-router'")
     assert versions
@@ -146,17 +163,17 @@ def test_the_router_is_registered_with_its_lambda_range_and_aiq(tiny_repo):
     assert latest.run_id == _stage_runs(client)["grpo"].info.run_id
 
 
-def test_where_summarizes_stage_runs(tiny_repo):
+def test_where_summarizes_stage_runs(tiny_repo, reproduced):
     out = run([str(BIN / "jouleroute"), "where"], tiny_repo).stdout
     assert "latest run of each stage" in out and "AIQ" in out
-    for stage in STAGES:
+    for stage in LOGGED:
         assert f"\n  {stage} " in out, stage
     assert max(len(line) for line in out.splitlines()) < 160
     assert "family" not in out  # router/family child runs are not listed
     assert "/runs?searchFilter=tags.run_kind%20%3D%20%27stage%27" in out  # the UI link opens the stage runs
 
 
-def test_a_typo_in_params_fails_before_dvc_deletes_anything(tiny_repo):
+def test_a_typo_in_params_fails_before_dvc_deletes_anything(tiny_repo, reproduced):
     outputs = [tiny_repo / "artifacts/evaluate/report.json", tiny_repo / "metrics.json"]
     original = (tiny_repo / "params.yaml").read_text()
     edit_params(tiny_repo, lambda p: p["router"].update(lamb=0.5))
@@ -170,7 +187,7 @@ def test_a_typo_in_params_fails_before_dvc_deletes_anything(tiny_repo):
     assert all(path.exists() for path in outputs)
 
 
-def test_a_copied_clone_logs_mlflow_artifacts_inside_itself(tiny_repo, tmp_path):
+def test_a_copied_clone_logs_mlflow_artifacts_inside_itself(tiny_repo, reproduced, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(tiny_repo, copy, ignore=shutil.ignore_patterns("models", "checkpoints", "shards"))
     run([str(BIN / "jouleroute"), "prepare"], copy)
@@ -183,20 +200,23 @@ def test_a_copied_clone_logs_mlflow_artifacts_inside_itself(tiny_repo, tmp_path)
     assert client.list_artifacts(evaluate.info.run_id, "plots")
 
 
-def test_second_repro_does_nothing(tiny_repo):
+def test_second_repro_does_nothing(tiny_repo, reproduced):
     done = run([str(BIN / "dvc"), "repro"], tiny_repo)
     assert ran(done.stdout) == set(), done.stdout
 
 
-def test_changing_lambda_makes_only_grpo_stale(tiny_repo):
-    original = yaml.safe_load((tiny_repo / "params.yaml").read_text())["grpo"].get("lambdas")
-    edit_params(tiny_repo, lambda p: p["grpo"].update(lambdas=[0.0, 0.5, 2.0]))
-    assert stale(tiny_repo) == {"grpo"}  # evaluate then follows through grpo's output; nothing upstream
-    edit_params(tiny_repo, lambda p: p["grpo"].update(lambdas=original) if original else p["grpo"].pop("lambdas"))
+def test_changing_lambda_makes_only_grpo_stale(tiny_repo, reproduced):
+    original = (tiny_repo / "params.yaml").read_text()
+    try:
+        edit_params(tiny_repo, lambda p: p["grpo"].update(lambdas=[0.0, 0.5, 2.0]))
+        assert stale(tiny_repo) == {"grpo"}  # evaluate then follows through grpo's output; nothing upstream
+    finally:
+        (tiny_repo / "params.yaml").write_text(original)
     assert stale(tiny_repo) == set()
 
 
-def test_changing_one_candidate_reruns_only_that_candidate(tiny_repo):
+def test_changing_one_candidate_reruns_only_that_candidate(scratch):
+    tiny_repo = scratch
     before = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
     edit_params(tiny_repo, lambda p: p["pool"][0].update(max_new_tokens=4))
     assert stale(tiny_repo) == {"tournament"}
@@ -208,7 +228,7 @@ def test_changing_one_candidate_reruns_only_that_candidate(tiny_repo):
     assert changed == {"tiny-direct"}  # the other candidates' shards were reused
 
 
-def test_dvc_metrics_show_is_the_compact_headline(tiny_repo):
+def test_dvc_metrics_show_is_the_compact_headline(tiny_repo, reproduced):
     done = run([str(BIN / "dvc"), "metrics", "show"], tiny_repo)
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert len(lines) == 2, done.stdout  # one header, one row: metrics.json
@@ -231,13 +251,13 @@ def _flat(metrics: dict, prefix: str = "") -> dict:
     return flat
 
 
-def test_dvc_exp_show_compares_two_lambdas_readably(tiny_repo):
+def test_dvc_exp_show_compares_two_lambdas_readably(scratch):
     """The user's comparison: commit a run, `dvc exp run -S router.lam=...`, then the README's
     `dvc exp show --only-changed --drop '.*/.*'` (plain `dvc exp show` also lists every param and dependency
     hash, which DVC folds into "…" on any normal terminal; `--drop` removes the dependency-hash columns, whose
     names are paths). Which metrics move with λ depends on the tiny models' random answers, so the columns
     expected are exactly the metrics that differ between the two runs."""
-    run([str(BIN / "dvc"), "repro"], tiny_repo)  # the previous test left the profile changed
+    tiny_repo = scratch
     run(["git", "add", "-A"], tiny_repo)
     run(["git", "commit", "-qm", "baseline run"], tiny_repo)
     base = _flat(json.loads((tiny_repo / "metrics.json").read_text()))
@@ -266,10 +286,10 @@ def test_dvc_exp_show_compares_two_lambdas_readably(tiny_repo):
             assert value == str(metrics[key]) or float(value) == pytest.approx(float(metrics[key]), rel=1e-4), (key, changed)
 
 
-def test_the_default_remote_pushes_and_a_fresh_clone_pulls(tiny_repo):
+def test_the_default_remote_pushes_and_a_fresh_clone_pulls(scratch):
     """The project's `.dvc/config` (a folder beside the clone) makes `dvc push` / `dvc pull` work as shipped."""
+    tiny_repo = scratch
     shutil.copy2(REPO / ".dvc/config", tiny_repo / ".dvc/config")
-    run([str(BIN / "dvc"), "repro"], tiny_repo)  # the workspace holds the last experiment's results
     run([str(BIN / "dvc"), "push"], tiny_repo)
     assert any((tiny_repo.parent / "jouleroute-dvc-remote").rglob("*")), "nothing reached the default remote"
     run(["git", "add", "-A"], tiny_repo)

@@ -1,26 +1,11 @@
-"""Orchestration stays on top: the library never imports Prefect, and `jouleroute flow` forwards to
-`jouleroute-flow` (flows/). The flows themselves are tested against a real server in tests/orchestration."""
+"""`jouleroute flow` forwards to `jouleroute-flow` (flows/). That the library never imports Prefect is
+tests/test_architecture.py's; the flows themselves are tested against a real server in tests/orchestration."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 
 from tests.pipeline.conftest import BIN, REPO
-
-ORCHESTRATION = ("prefect", "prefect_dask", "distributed", "flows", "tasks")
-
-
-def test_library_never_imports_prefect_or_the_flows():
-    """Every import statement in jouleroute/, lazy ones inside functions included (read, not run: instant)."""
-    offenders = []
-    for path in sorted((REPO / "jouleroute").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
-            offenders += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names
-                          if n.split(".")[0] in ORCHESTRATION]
-    assert offenders == []
 
 
 def test_jouleroute_flow_forwards_and_checks_stage_names_before_starting_anything(tmp_path):

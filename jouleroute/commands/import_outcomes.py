@@ -1,0 +1,22 @@
+"""`jouleroute import`: a user's own outcome table (CSV, JSONL or parquet) as the profile.
+
+Not a stage of any dvc.yaml here: a user calls it from a pipeline of their own (docs/replay.md), with an
+`import_outcomes:` section in the params file. It writes what the `replay` stage writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from jouleroute.replay import run_import
+from jouleroute.stages import StageFailed
+from jouleroute.stages.context import StageContext
+from jouleroute.stages.replay import finish_profile
+
+
+def import_command(ctx: StageContext, args: argparse.Namespace | None = None) -> dict:
+    if ctx.params.import_outcomes is None:
+        raise StageFailed(f"{ctx.params_path.name} has no `import_outcomes:` section (see docs/replay.md)")
+    result = run_import(ctx.params.import_outcomes, ctx.root, ctx.path("queries"), ctx.path("profile"))
+    finish_profile(ctx, "import", result, ctx.params.import_outcomes.model_dump(mode="json"))
+    return result

@@ -1,0 +1,152 @@
+"""The layers of jouleroute, and the stage table: read from the source, never run (instant).
+
+A module may import its own package and any lower layer, never a higher one nor a peer package of
+its own layer; no import circle between modules. Imports under ``if TYPE_CHECKING:`` count too: a
+type hint that points upward is a dependency all the same. docs/architecture.md draws the same table.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from jouleroute.stages import table
+
+REPO = Path(__file__).resolve().parents[1]
+LIB = REPO / "jouleroute"
+
+# Lowest first. A unit is a top-level module or package of jouleroute/.
+LAYERS: list[set[str]] = [
+    {"strict"},  # the strict base model every config class derives from
+    {"atomic", "schema", "paths", "pool", "provenance", "offline"},  # shared contracts and small helpers
+    {"energy", "models", "tracking"},  # meters; the GGUF conversion; the MLflow store
+    {"routing"},  # routers: score queries, decide at λ (knows no backend)
+    {"backends"},  # how a model is asked
+    {"benchmarks"},  # tasks: prompts, extraction, grading
+    {"tournament", "validation", "replay", "training", "evaluation", "gateway"},  # one package per concern
+    {"config"},  # the typed params file: every package's config, under one root
+    {"stages"},  # one module per dvc.yaml stage: params -> library -> outputs + MLflow
+    {"commands"},  # the commands that are not stages
+    {"cli"},
+    {"__main__"},
+]
+ORCHESTRATION = ("prefect", "prefect_dask", "distributed", "flows", "tasks")  # above the library, never in it
+
+
+def _layer_of(unit: str) -> int:
+    found = [i for i, units in enumerate(LAYERS) if unit in units]
+    assert found, f"jouleroute/{unit}: not in any layer of tests/test_architecture.py (add it, and to " \
+                  "docs/architecture.md)"
+    return found[0]
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, imported module) for every import statement, lazy ones inside functions included."""
+    tree = ast.parse(path.read_text(), str(path))
+    module = _module(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            # `from pkg import name` may name a submodule: count it as one when it is
+            found += [(node.lineno, f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else base) for a in node.names]
+    return found
+
+
+def _is_module(name: str) -> bool:
+    path = REPO / Path(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+SOURCES = sorted(LIB.rglob("*.py"))
+
+
+def test_no_upward_or_sideways_import_between_layers():
+    offenders = []
+    for path in SOURCES:
+        unit = path.relative_to(LIB).parts[0].removesuffix(".py")
+        for line, name in _imports(path):
+            parts = name.split(".")
+            if parts[0] != "jouleroute" or len(parts) < 2 or parts[1] == unit:
+                continue
+            if _layer_of(parts[1]) >= _layer_of(unit):
+                offenders.append(f"{path.relative_to(REPO)}:{line} imports {name} "
+                                 f"(layer {_layer_of(parts[1])} from layer {_layer_of(unit)})")
+    assert offenders == [], "\n".join(offenders)
+
+
+def test_no_import_circle_between_modules():
+    graph: dict[str, set[str]] = {}
+    for path in SOURCES:
+        graph[_module(path)] = {name for _, name in _imports(path) if name.startswith("jouleroute.")
+                                and _is_module(name) and name != _module(path)}
+    # a package's __init__ re-exporting its own modules is not a circle: drop edges into an ancestor package
+    for module, deps in graph.items():
+        graph[module] = {d for d in deps if not module.startswith(d + ".")}
+    circles, state = [], {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = "open"
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == "open":
+                circles.append(" -> ".join(trail[trail.index(dep):] + [node, dep]) if dep in trail
+                               else f"{node} -> {dep}")
+            elif dep not in state:
+                visit(dep, trail + [node])
+        state[node] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+    assert circles == [], "\n".join(circles)
+
+
+def test_library_never_imports_prefect_or_the_flows():
+    offenders = [f"{path.relative_to(REPO)}:{line} {name}" for path in SOURCES for line, name in _imports(path)
+                 if name.split(".")[0] in ORCHESTRATION]
+    assert offenders == []
+
+
+DVC_FILES = [table.main_dvc_yaml(REPO), *table.study_dvc_yamls(REPO)]
+
+
+@pytest.mark.parametrize("dvc_yaml", DVC_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_stage_is_one_module_and_one_command_of_its_name(dvc_yaml):
+    """Stage `x` runs `jouleroute x`, whose code is x_stage in jouleroute/stages/x.py, a dep of the stage."""
+    for stage in table.read(dvc_yaml).values():
+        module = LIB / "stages" / f"{stage.name}.py"
+        assert module.exists(), f"{dvc_yaml.name}: stage {stage.name} has no jouleroute/stages/{stage.name}.py"
+        functions = {n.name for n in ast.parse(module.read_text()).body if isinstance(n, ast.FunctionDef)}
+        assert f"{stage.name}_stage" in functions, module
+        assert stage.cmd.split()[0] == "jouleroute" and stage.cmd.split()[-1] == stage.name, stage.cmd
+        assert "&&" not in stage.cmd and ";" not in stage.cmd, f"one command per stage: {stage.cmd}"
+        assert f"jouleroute/stages/{stage.name}.py" in stage.deps, f"{stage.name}: its own code is not a dep"
+
+
+@pytest.mark.parametrize("study", table.study_dvc_yamls(REPO), ids=lambda p: p.parent.name)
+def test_a_study_runs_the_main_pipelines_stages_as_they_are(study):
+    """A study stage of the main pipeline's name has the same code deps, the same `paths:` inputs and the
+    same params sections (from the study's own params file): the study cannot drift from the pipeline."""
+    main = table.read(table.main_dvc_yaml(REPO))
+    params_file = f"{study.parent.relative_to(REPO)}/params.yaml"
+    shared = [name for name in table.read(study) if name in main]
+    assert shared, study
+    for name in shared:
+        mine, theirs = table.read(study)[name], main[name]
+        assert sorted(d for d in mine.deps if not d.startswith("$")) == \
+            sorted(d for d in theirs.deps if not d.startswith("$")), name
+        assert sorted(table.path_names(mine.deps)) == sorted(table.path_names(theirs.deps)), name
+        assert sorted(mine.params) == sorted(theirs.params), name
+        assert mine.cmd == f"jouleroute --params {params_file} {name}", mine.cmd
