@@ -16,9 +16,9 @@ from jouleroute.energy import make_meter
 from jouleroute.evaluation import RouterRun, run_evaluate
 from jouleroute.evaluation.headline import headline
 from jouleroute.evaluation.mlflow_log import flatten
-from jouleroute.routing.learned import LearnedRouter
 from jouleroute.routing.registry import build_router
-from jouleroute.routing.simple import mix_of
+from jouleroute.routing.scores import Scores
+from jouleroute.routing.baselines.simple import mix_of
 from jouleroute.stages.context import StageContext
 from jouleroute.tracking import StageRun, flat_params, tag_latest_router
 
@@ -40,8 +40,12 @@ def evaluate_stage(ctx: StageContext):
     lambdas = list(p.evaluate.lambdas)
     runs: list[RouterRun] = []
 
-    lm_runs = _lm_router_runs(ctx, test_queries, lambdas, meter)
-    runs += lm_runs
+    lm_runs = []
+    lm_router = _lm_router(ctx, meter)
+    if lm_router is not None:  # every router the same way: score once, decide at each λ
+        scores = lm_router.score(test_queries, progress=ctx.progress(len(test_queries), "LM routing"))
+        lm_runs = _swept_runs("lm", scores, lambdas)
+        runs += lm_runs
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
         update={"cache_dir": str(ctx.path("embedding_cache"))})})
     learned = [family for family in LEARNED_FAMILIES if family in baselines.families]
@@ -49,9 +53,7 @@ def evaluate_stage(ctx: StageContext):
     for family in learned:
         train_profile = _sample_train(profile, baselines.train_split, baselines.max_train_queries, baselines.seed)
         router = build_router(family, train_profile, queries, candidates, baselines, meter=meter)
-        assert isinstance(router, LearnedRouter)
-        scored = router.predict_scores(test_queries)
-        runs += [RouterRun(swept_name(family, lam), family, lam, scored.decide(lam)) for lam in lambdas]
+        runs += _swept_runs(family, router.score(test_queries), lambdas)
         tick(1)
     if "random" in baselines.families:
         reference = _reference_run(lm_runs, p.router.lam)
@@ -70,6 +72,10 @@ def evaluate_stage(ctx: StageContext):
                            "evaluate_run_id": result.mlflow_run_id})
     logger.info("evaluation written to %s", ctx.path("evaluate_dir"))
     return result
+
+
+def _swept_runs(family: str, scores: Scores, lambdas: list[float]) -> list[RouterRun]:
+    return [RouterRun(swept_name(family, lam), family, lam, scores.decide(lam)) for lam in lambdas]
 
 
 def swept_name(family: str, lam: float) -> str:
@@ -111,16 +117,14 @@ def _sample_train(profile: pd.DataFrame, split: str, limit: int | None, seed: in
     return profile[(profile["split"] != split) | profile["query_id"].isin(keep)]
 
 
-def _lm_router_runs(ctx: StageContext, test_queries: pd.DataFrame, lambdas: list[float], meter) -> list[RouterRun]:
-    model_dir = ctx.path("grpo_dir") / "model"
+def _lm_router(ctx: StageContext, meter):
+    model_dir = lm_router_dir(ctx)
     if not model_dir.exists():
         logger.warning("no GRPO router at %s: the LM router is left out of the evaluation", model_dir)
-        return []
-    from jouleroute.routing.lm_router import LMRouter
+        return None
+    from jouleroute.routing.lm.router import LMRouter
 
-    router = LMRouter(model_dir, meter=meter, cfg=ctx.params.router)
-    router.score(test_queries, progress=ctx.progress(len(test_queries), "LM routing"))  # each λ reuses the scores
-    return [RouterRun(swept_name("lm", lam), "lm", lam, router.route(test_queries, lam=lam)) for lam in lambdas]
+    return LMRouter(model_dir, meter=meter, cfg=ctx.params.router)
 
 
 def _reference_run(runs: list[RouterRun], lam: float) -> RouterRun | None:
