@@ -40,7 +40,14 @@ $(STAMP): pyproject.toml
 	PYTHONWARNINGS=ignore $(PY) -m pip install -qq -e '.[dev]'
 	@touch $@
 
-setup: $(STAMP)
+# DVC runs stage commands with the caller's PATH: this .pth hook lets `.venv/bin/dvc repro` and
+# `.venv/bin/dvc exp run` find the venv's `jouleroute` without an activated venv (scripts/venv_path_hook.py).
+PATH_HOOK := $(VENV)/.jouleroute-path-hook
+$(PATH_HOOK): $(STAMP) scripts/venv_path_hook.py
+	@$(PY) scripts/venv_path_hook.py >/dev/null
+	@touch $@
+
+setup: $(STAMP) $(PATH_HOOK)
 	@test -d .dvc || $(BIN)/dvc init -q
 
 # `jouleroute repro` validates the whole params.yaml first, then runs `dvc repro`: a typo never
@@ -74,18 +81,25 @@ bench: setup
 	$(PY) benchmarks/bench_batching.py
 	$(PY) benchmarks/bench_meter_overhead.py
 
-# STORE=mlruns/replay opens the replay study's own store
+# STORE=mlruns/replay opens the replay study's own store. PORT=... chooses the port (default 5000 for
+# MLflow, 4200 for Prefect); it is recorded in artifacts/ui-ports.json so `jouleroute where` links to it.
 STORE ?= mlruns
+ui-mlflow: PORT ?= 5000
 ui-mlflow: setup
-	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui --backend-store-uri sqlite:///$(STORE)/mlflow.db --workers 1 --host 127.0.0.1 --port 5000
+	@$(PY) -m jouleroute.commands.ports mlflow $(PORT)
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui --backend-store-uri sqlite:///$(STORE)/mlflow.db --workers 1 --host 127.0.0.1 --port $(PORT)
 
+# PREFECT_UI_API_URL: the UI's browser code calls it; unset, it would call :4200 whatever the port
+ui-prefect: PORT ?= 4200
 ui-prefect: setup
-	$(BIN)/prefect server start --host 127.0.0.1 --port 4200
+	@$(PY) -m jouleroute.commands.ports prefect $(PORT)
+	PREFECT_UI_API_URL=http://127.0.0.1:$(PORT)/api $(BIN)/prefect server start --host 127.0.0.1 --port $(PORT)
 
 # Scheduled reruns (README "Scheduled reruns"): the same server, in the background; then
 # `jouleroute-flow deploy --cron ...`. Stop it with `make prefect-server-stop`.
+prefect-server: PORT ?= 4200
 prefect-server: setup
-	$(BIN)/jouleroute-flow server start --port 4200
+	$(BIN)/jouleroute-flow server start --port $(PORT)
 
 prefect-server-stop: setup
 	$(BIN)/jouleroute-flow server stop

@@ -161,6 +161,9 @@ def server(action: str, port: int) -> int:
     prefect = str(Path(sys.executable).parent / "prefect")
     if action == "stop":
         return subprocess.run([prefect, "server", "stop"]).returncode
+    from jouleroute.commands.ports import record
+
+    record(Path.cwd(), "prefect", port)  # `jouleroute where` prints this port
     url = f"http://127.0.0.1:{port}/api"
     # the UI's browser code calls this URL; left unset it would be :4200 whatever --port says
     env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_API_URL": url}

@@ -9,6 +9,7 @@ unknown section or key first; only then does `repro` hand over to `dvc repro`.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,13 @@ def _dvc() -> str:
     return str(beside) if beside.exists() else (shutil.which("dvc") or "dvc")
 
 
+def dvc_env() -> dict[str, str]:
+    """The environment for dvc: this interpreter's bin/ first on PATH, because DVC runs the stage commands
+    (`jouleroute <stage>`) with the PATH it is given, and a venv that is not activated is not on it."""
+    here = str(Path(sys.executable).parent)
+    return os.environ | {"PATH": os.pathsep.join([here, os.environ.get("PATH", "")])}
+
+
 def repro_command(ctx: StageContext, args: argparse.Namespace) -> int:
     """``dvc repro [ARGS...]`` once the params file is valid; returns dvc's exit status."""
-    return subprocess.call([_dvc(), "repro", *getattr(args, "dvc_args", [])], cwd=ctx.root)
+    return subprocess.call([_dvc(), "repro", *getattr(args, "dvc_args", [])], cwd=ctx.root, env=dvc_env())

@@ -6,6 +6,7 @@ import argparse
 import json
 from datetime import datetime
 
+from jouleroute.commands.ports import ui_port
 from jouleroute.evaluation.headline import headline_rows
 from jouleroute.stages import STAGES
 from jouleroute.stages.context import StageContext
@@ -36,13 +37,21 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
               f"compact: {rel('headline')}):")
         for line in headline_table(rows):
             print("  " + line)
+        lm = rows.get("lm", {})
+        if lm.get("j_models_only") is not None and lm.get("j_per_query") is not None:
+            # `J` in metrics.json (`dvc exp show`) is this J/query: say which part is the router's own
+            print(f"  J/query includes each router's own overhead; lm at λ={lm['lam']:g}: {lm['j_per_query']:.3g} = "
+                  f"{lm['j_models_only']:.3g} for the answers + {lm['j_per_query'] - lm['j_models_only']:.3g} "
+                  f"lm overhead ({lm.get('energy_source', '')}; measured once per machine and router, "
+                  f"{rel('embedding_cache').parent / 'overhead'}/)")
     experiment = _print_stage_runs(ctx)
     # straight to the stage runs: MLflow 3's UI otherwise opens an experiment on its GenAI (traces) pages
     runs_page = (f"/#/experiments/{experiment}/runs?searchFilter=tags.run_kind%20%3D%20%27stage%27" if experiment
                  else "  (filter: tags.run_kind = 'stage')")
-    print("\nopen the UIs:")
-    print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent}  -> http://127.0.0.1:5000{runs_page}")
-    print("  Prefect: make ui-prefect    -> http://127.0.0.1:4200   (schedules: jouleroute flow --help)")
+    (mlflow, mlflow_from), (prefect, prefect_from) = ui_port(ctx.root, "mlflow"), ui_port(ctx.root, "prefect")
+    print(f"\nopen the UIs (ports: MLflow {mlflow_from}; Prefect {prefect_from}):")
+    print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent} PORT={mlflow}  -> http://127.0.0.1:{mlflow}{runs_page}")
+    print(f"  Prefect: make ui-prefect PORT={prefect}  -> http://127.0.0.1:{prefect}   (schedules: jouleroute flow --help)")
     print("  DVC:     dvc metrics show ; dvc exp show --only-changed --drop '.*/.*' ; dvc plots show (static PNGs)")
 
 

@@ -22,7 +22,10 @@ def headline_rows(metrics: dict, deployed_lam: float) -> dict[str, dict]:
         point = min(members, key=lambda n: abs(float(n.split(":")[1]) - deployed_lam)) if members else None
         rows[family] = {"aiq": r(block["aiq"]), "energy_source": source}
         if point is not None:
-            rows[family] |= {"accuracy": r(members[point]["accuracy"]), "j_per_query": r(members[point]["j_per_query"])}
+            rows[family] |= {"accuracy": r(members[point]["accuracy"]), "j_per_query": r(members[point]["j_per_query"]),
+                             "lam": float(point.split(":")[1])}
+            if "j_per_query_models_only" in members[point]:  # j_per_query includes the router's own overhead
+                rows[family]["j_models_only"] = r(members[point]["j_per_query_models_only"])
         if block.get("lambda_star") is not None:
             rows[family]["lambda_star"] = r(block["lambda_star"])
     for name, router in metrics["routers"].items():
