@@ -26,7 +26,7 @@ export PIP_PROGRESS_BAR := off
 export PIP_NO_WARN_SCRIPT_LOCATION := 1
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run study study-heldout test test-all bench ui-mlflow ui-prefect prefect-server prefect-server-stop clean
+.PHONY: setup run study study-heldout test test-all bench ui-mlflow ui-prefect prefect-server prefect-server-stop clean test-fast browser
 
 # (Re)install when pyproject.toml changes. torch==2.13.0 goes first: it is the CPU
 # wheel on disk, and anything that depends on torch would otherwise pull a CUDA build.
@@ -47,7 +47,14 @@ $(PATH_HOOK): $(STAMP) scripts/venv_path_hook.py
 	@$(PY) scripts/venv_path_hook.py >/dev/null
 	@touch $@
 
-setup: $(STAMP) $(PATH_HOOK)
+# The browser tests drive Debian's headless Chromium: installed here when it is missing and this can
+# (root with apt); otherwise they skip with that reason, and `.ci/run` makes a missing browser a failure.
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+	  || echo "chromium is not installed (that needs root and apt): the browser tests will skip"
+
+setup: $(STAMP) $(PATH_HOOK) browser
 	@test -d .dvc || $(BIN)/dvc init -q
 
 # `jouleroute repro` validates the whole params.yaml first, then runs `dvc repro`: a typo never
@@ -69,10 +76,15 @@ study-heldout: setup
 	  $(BIN)/jouleroute --params studies/heldout-$$task/params.yaml repro studies/heldout-$$task/dvc.yaml || exit 1; \
 	done
 
-# The default suite: unit + integration tests with real Prefect, MLflow, DVC, GE and
-# tiny local models. `make test-all` adds the slow real-model tests.
+# Both tiers (at most 10 min on 2 cores): the fast unit tests and the integration tests, which start real
+# DVC pipelines, Prefect servers, Dask clusters, gateway servers and a browser on tiny local models
+# (tests/conftest.py says which are which). `make test-all` adds the slow real-model tests.
 test: setup
 	$(PY) -m pytest -m "not slow and not gpu" -q -p no:cacheprovider
+
+# The fast tier alone (about 90 s on 2 cores): in-process unit tests on tiny data, no services.
+test-fast: setup
+	$(PY) -m pytest -m "not slow and not gpu and not integration" -q -p no:cacheprovider
 
 test-all: setup
 	$(PY) -m pytest -m "not gpu" -q

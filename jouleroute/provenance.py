@@ -1,4 +1,4 @@
-"""Where an output came from: git sha, params hash, hardware, library versions."""
+"""Where an output came from (git sha, params hash, hardware, library versions), and the one seeding helper."""
 
 from __future__ import annotations
 
@@ -75,3 +75,16 @@ def _cpu_count() -> int:
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def seed_everything(seed: int) -> None:
+    """Python's, NumPy's and torch's random generators (CPU and every GPU), in one call: the first line of
+    every stage that draws random numbers."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # seeds every CUDA device too

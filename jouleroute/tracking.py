@@ -112,14 +112,12 @@ def experiment_id(client: Any, uri: str, name: str) -> str:
 
 
 def ensure_experiment(uri: str | None, experiment: str) -> None:
-    """Create/relocate ``experiment`` and make it the default for libraries that start their own runs
-    (the router trainers), through ``MLFLOW_EXPERIMENT_NAME``."""
+    """Create ``experiment`` (or move its artifacts beside this store)."""
     if not uri:
         return
     from mlflow import MlflowClient
 
     experiment_id(MlflowClient(tracking_uri=uri), uri, experiment)
-    os.environ["MLFLOW_EXPERIMENT_NAME"] = experiment
 
 
 def energy_label(sources: list[str]) -> str:
@@ -146,8 +144,18 @@ def finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:
 class StageRun:
     """One MLflow run, written through an explicit client (no process-wide MLflow state)."""
 
-    def __init__(self, client: Any, run_id: str):
-        self.client, self.run_id = client, run_id
+    def __init__(self, client: Any, run_id: str, uri: str | None = None):
+        self.client, self.run_id, self.uri = client, run_id, uri
+
+    @contextmanager
+    def active(self) -> Iterator[Any]:
+        """This run as MLflow's active run, for the APIs that only write there (``mlflow.pyfunc.log_model``).
+        Leaving marks it finished; the stage that opened it sets its final status when the stage ends."""
+        import mlflow
+
+        mlflow.set_tracking_uri(self.uri)
+        with mlflow.start_run(run_id=self.run_id):
+            yield mlflow
 
     def log_metrics(self, metrics: dict[str, Any], step: int = 0) -> None:
         from mlflow.entities import Metric
@@ -199,7 +207,7 @@ def stage_run(uri: str | None, experiment: str, stage: str, tags: dict[str, str]
     client = MlflowClient(tracking_uri=uri)
     exp = experiment_id(client, uri, experiment)
     run = StageRun(client, client.create_run(exp, run_name=stage, start_time=start_time_ms,
-                                             tags=run_tags(stage, tags, energy_source)).info.run_id)
+                                             tags=run_tags(stage, tags, energy_source)).info.run_id, uri)
     try:
         run.log_params(params)
         yield run
@@ -207,21 +215,6 @@ def stage_run(uri: str | None, experiment: str, stage: str, tags: dict[str, str]
         client.set_terminated(run.run_id, "FAILED")
         raise
     client.set_terminated(run.run_id, "FINISHED")
-
-
-def adopt_run(uri: str | None, experiment: str, run_name: str, since_ms: int) -> StageRun | None:
-    """The newest run called ``run_name`` started after ``since_ms``: the run a library (the router
-    trainers) opened itself, so the stage can add its tags, params and held-out metrics to that run."""
-    if not uri:
-        return None
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
-    exp = experiment_id(client, uri, experiment)
-    found = client.search_runs([exp], filter_string=f"attributes.run_name = '{run_name}' and "
-                                                    f"attributes.start_time >= {since_ms}",
-                               order_by=["attributes.start_time DESC"], max_results=1)
-    return StageRun(client, found[0].info.run_id) if found else None
 
 
 @contextmanager

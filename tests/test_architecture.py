@@ -8,6 +8,7 @@ type hint that points upward is a dependency all the same. docs/architecture.md 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,7 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
 def _imports(path: Path) -> list[tuple[int, str]]:
     """(line, imported module) for every import statement, lazy ones inside functions included."""
     tree = ast.parse(path.read_text(), str(path))

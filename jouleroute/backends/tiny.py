@@ -1,8 +1,9 @@
-"""Build a small random-weight Llama model and tokenizer locally, with no download.
+"""The one tiny-model builder: a small random-weight Llama and its tokenizer, built locally with no download.
 
-Tests use it (hidden size 16: fast, deterministic), and so does the GPU check (wider and
-deeper, to draw measurable power). The tokenizer is a byte-level BPE trained on a few
-sentences, with a ChatML chat template, so chat and plain prompts both work.
+Tests use it (hidden size 16: fast, deterministic; the router tests train a wider one on their own
+corpus), and so does the GPU check (wider and deeper, to draw measurable power). The tokenizer is a
+byte-level BPE trained on a few sentences, with a ChatML chat template (SmolLM2's), so chat and plain
+prompts both work; the folder loads exactly like a real ``save_pretrained`` checkpoint.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ _CORPUS = [
 ]
 
 
-def build_tokenizer(vocab_size: int = 512):
+def build_tokenizer(vocab_size: int = 512, corpus: list[str] | None = None):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -36,7 +37,7 @@ def build_tokenizer(vocab_size: int = 512):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    core.train_from_iterator(_CORPUS * 4, trainer=trainer)
+    core.train_from_iterator(_CORPUS * 4 if corpus is None else corpus, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core, bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|endoftext|>"
     )
@@ -52,20 +53,26 @@ def build_tiny_llama(
     intermediate_size: int | None = None,
     initializer_range: float = 0.3,
     seed: int = 0,
+    *,
+    corpus: list[str] | None = None,
+    vocab_size: int = 512,
+    kv_heads: int | None = None,
+    max_positions: int = 2048,
 ) -> Path:
-    """Write a random LlamaForCausalLM + tokenizer to ``folder`` (save_pretrained layout)."""
+    """Write a random LlamaForCausalLM + tokenizer to ``folder`` (save_pretrained layout). ``corpus``: the
+    sentences the tokenizer is trained on (default: a few general ones)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(vocab_size, corpus)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=intermediate_size or 4 * hidden_size,
         num_hidden_layers=num_layers,
         num_attention_heads=num_heads,
-        num_key_value_heads=num_heads,
-        max_position_embeddings=2048,
+        num_key_value_heads=kv_heads or num_heads,
+        max_position_embeddings=max_positions,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

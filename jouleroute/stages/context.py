@@ -63,11 +63,12 @@ class StageContext:
         return {"stage": stage, "git_sha": git_sha(self.root), "params_hash": self.params_hash,
                 "params_file": str(self.params_path.name), "profile_source": self.params.profile_source}
 
-    def stage_run(self, stage: str, sections: tuple[str, ...] = (), energy_source: str | None = None):
-        """The stage's MLflow run (``None`` inside when tracking is off), with the sections' params."""
+    def stage_run(self, stage: str, sections: tuple[str, ...] | None = None, energy_source: str | None = None):
+        """The stage's one MLflow run (``None`` inside when tracking is off), started when the stage began, with
+        the params of ``sections`` (default: the stage's own section). The stage hands it to the code that logs."""
         dump = self.params.model_dump(mode="json", by_alias=True)
         params = {}
-        for section in sections or (stage,):
+        for section in (stage,) if sections is None else sections:
             if dump.get(section) is not None:
                 params.update(flat_params(section, dump[section]))
         return stage_run(self.tracking_uri, self.params.tracking.experiment, stage, self.tags(stage), params,

@@ -8,24 +8,30 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
 from jouleroute.stages.context import StageContext, write_json
-from jouleroute.stages.training import finish_training_run, heldout_check, sft_heldout
-from jouleroute.tracking import ensure_experiment, register_router, registered_name
+from jouleroute.stages.training import heldout_check, log_training_metrics, sft_heldout, training_run
+from jouleroute.tracking import register_router, registered_name
 
 logger = logging.getLogger(__name__)
 
 
 def grpo_stage(ctx: StageContext) -> dict:
     """GRPO, then SFT-only vs SFT+GRPO on held-out (val) queries; keeps the better one when configured."""
+    with training_run(ctx, "grpo") as run:
+        metrics = _train_and_check(ctx, run)
+        log_training_metrics(run, metrics)
+        if run is not None:
+            _register(ctx, run.run_id, metrics)
+    return metrics
+
+
+def _train_and_check(ctx: StageContext, run) -> dict:
     from jouleroute.training.common import StepProgress
     from jouleroute.training.grpo import run_grpo
 
-    ensure_experiment(ctx.tracking_uri, ctx.params.tracking.experiment)
-    started = int(time.time() * 1000)
     metrics = run_grpo(ctx.params.grpo, ctx.path("router_data_dir"), ctx.path("sft_dir"), ctx.path("grpo_dir"),
-                       tracking_uri=ctx.tracking_uri, cache_dir=ctx.path("trunk_cache"),
+                       run, cache_dir=ctx.path("trunk_cache"),
                        callbacks=[StepProgress(ctx.progress, "GRPO steps")], progress=ctx.progress)
     sft_check = sft_heldout(ctx)
     grpo_check = heldout_check(ctx, ctx.path("grpo_dir") / "model", "grpo")
@@ -44,20 +50,22 @@ def grpo_stage(ctx: StageContext) -> dict:
     else:
         metrics["kept"] = "grpo"
     write_json(ctx.path("grpo_dir") / "metrics.json", metrics)
-    run = finish_training_run(ctx, "grpo", started, metrics)
-    if run is not None:
-        spec = json.loads((ctx.path("router_data_dir") / "router_spec.json").read_text())
-        overall = metrics["heldout"].get("overall", {})
-        version = register_router(ctx.tracking_uri, ctx.params.tracking.experiment, run.run_id,
-                                  ctx.path("grpo_dir") / "model",
-                                  {"lambda_min": min(spec["lambdas"]), "lambda_max": max(spec["lambdas"]),
-                                   "lambdas": ",".join(f"{x:g}" for x in spec["lambdas"]), "kept": metrics["kept"],
-                                   "energy_source": spec.get("energy_source", "none"),
-                                   "heldout_utility": overall.get("router_utility", "n/a"),
-                                   "git_sha": ctx.tags("grpo")["git_sha"]})
-        logger.info("router registered in MLflow: %s version %s", registered_name(ctx.params.tracking.experiment),
-                    version)
     return metrics
+
+
+def _register(ctx: StageContext, run_id: str, metrics: dict) -> None:
+    """A new version of the registered router, pointing at the kept weights, in the stage's run."""
+    spec = json.loads((ctx.path("router_data_dir") / "router_spec.json").read_text())
+    overall = metrics["heldout"].get("overall", {})
+    version = register_router(ctx.tracking_uri, ctx.params.tracking.experiment, run_id,
+                              ctx.path("grpo_dir") / "model",
+                              {"lambda_min": min(spec["lambdas"]), "lambda_max": max(spec["lambdas"]),
+                               "lambdas": ",".join(f"{x:g}" for x in spec["lambdas"]), "kept": metrics["kept"],
+                               "energy_source": spec.get("energy_source", "none"),
+                               "heldout_utility": overall.get("router_utility", "n/a"),
+                               "git_sha": ctx.tags("grpo")["git_sha"]})
+    logger.info("router registered in MLflow: %s version %s", registered_name(ctx.params.tracking.experiment),
+                version)
 
 
 def compare_checks(sft: dict, grpo: dict) -> dict:

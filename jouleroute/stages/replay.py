@@ -12,7 +12,7 @@ from jouleroute.replay import run_replay
 from jouleroute.stages import StageFailed
 from jouleroute.stages.context import StageContext, write_json
 from jouleroute.tournament.summary import summarize_profile, summary_metrics, summary_table
-from jouleroute.tracking import flat_params, mlflow_run
+from jouleroute.tracking import flat_params
 
 logger = logging.getLogger(__name__)
 
@@ -35,15 +35,12 @@ def finish_profile(ctx: StageContext, stage: str, result: dict, cfg: dict) -> No
     write_json(ctx.path("profile_meta"), {**result, "params_hash": ctx.params_hash, "tags": ctx.tags(stage)})
     write_json(ctx.path("tournament_summary"), summary)
     logger.info("%s profile: %d rows\n%s", stage, len(profile), summary_table(summary))
-    with mlflow_run(ctx.tracking_uri, ctx.params.tracking.experiment, stage, ctx.tags(stage),
-                    start_time_ms=ctx.started_ms) as run:
+    sources = ",".join(sorted(profile["energy_source"].unique()))
+    with ctx.stage_run(stage, sections=(), energy_source=sources) as run:
         if run is None:
             return
-        import mlflow
-
-        mlflow.log_params(flat_params(stage, {k: v for k, v in cfg.items() if k != "models"}))
-        mlflow.log_metrics(summary_metrics(summary))  # the same names as the tournament's and summary.json
-        sources = ",".join(sorted(profile["energy_source"].unique()))
-        mlflow.set_tags({"energy_source": sources, "energy_sources": sources, "run_kind": "stage"})
-        mlflow.log_text(summary_table(summary), "profile_summary.md")
-        mlflow.log_dict(result, f"{stage}_result.json")
+        run.log_params(flat_params(stage, {k: v for k, v in cfg.items() if k != "models"}))
+        run.log_metrics(summary_metrics(summary))  # the same names as the tournament's and summary.json
+        run.set_tags({"energy_sources": sources})
+        run.log_text(summary_table(summary), "profile_summary.md")
+        run.log_dict(result, f"{stage}_result.json")

@@ -6,11 +6,8 @@ router's held-out check on the val split.
 
 from __future__ import annotations
 
-import time
-
 from jouleroute.stages.context import StageContext, write_json
-from jouleroute.stages.training import finish_training_run, heldout_check, heldout_key
-from jouleroute.tracking import ensure_experiment
+from jouleroute.stages.training import heldout_check, heldout_key, log_training_metrics, training_run
 
 
 def base_model_dir(ctx: StageContext) -> str:
@@ -28,13 +25,12 @@ def sft_stage(ctx: StageContext) -> dict:
     from jouleroute.training.common import StepProgress
     from jouleroute.training.sft import run_sft
 
-    ensure_experiment(ctx.tracking_uri, ctx.params.tracking.experiment)
-    started = int(time.time() * 1000)
-    metrics = run_sft(ctx.params.sft, ctx.path("router_data_dir"), base_model_dir(ctx), ctx.path("sft_dir"),
-                      tracking_uri=ctx.tracking_uri, cache_dir=ctx.path("trunk_cache"),
-                      callbacks=[StepProgress(ctx.progress, "SFT steps")], progress=ctx.progress)
-    metrics["heldout"] = heldout_check(ctx, ctx.path("sft_dir") / "model", "sft")
-    metrics["heldout_key"] = heldout_key(ctx)
-    write_json(ctx.path("sft_dir") / "metrics.json", metrics)
-    finish_training_run(ctx, "sft", started, metrics)
+    with training_run(ctx, "sft") as run:
+        metrics = run_sft(ctx.params.sft, ctx.path("router_data_dir"), base_model_dir(ctx), ctx.path("sft_dir"),
+                          run, cache_dir=ctx.path("trunk_cache"),
+                          callbacks=[StepProgress(ctx.progress, "SFT steps")], progress=ctx.progress)
+        metrics["heldout"] = heldout_check(ctx, ctx.path("sft_dir") / "model", "sft")
+        metrics["heldout_key"] = heldout_key(ctx)
+        write_json(ctx.path("sft_dir") / "metrics.json", metrics)
+        log_training_metrics(run, metrics)
     return metrics

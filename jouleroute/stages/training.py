@@ -1,4 +1,4 @@
-"""What stages `sft` and `grpo` share: the held-out check of a trained router and the trainer's MLflow run."""
+"""What stages `sft` and `grpo` share: the held-out check of a trained router and the stage's MLflow run."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from jouleroute.stages.context import StageContext
-from jouleroute.tracking import StageRun, adopt_run, flat_params, lambda_step, run_tags
+from jouleroute.tracking import StageRun, lambda_step
 
 logger = logging.getLogger(__name__)
 
@@ -28,16 +28,17 @@ def sft_heldout(ctx: StageContext) -> dict:
     return heldout_check(ctx, ctx.path("sft_dir") / "model", "sft")
 
 
-def finish_training_run(ctx: StageContext, stage: str, started_ms: int, metrics: dict) -> StageRun | None:
-    """Complete the trainer's MLflow run from the stage: tags, the stage's params, held-out accuracy and the
-    chosen candidates' mean joules (the same names as in the stage's metrics.json)."""
-    run = adopt_run(ctx.tracking_uri, ctx.params.tracking.experiment, stage, started_ms)
-    if run is None:
-        return None
+def training_run(ctx: StageContext, stage: str):
+    """The stage's one MLflow run (``None`` inside when tracking is off): opened here, handed to the trainer,
+    which logs its params and curves into it; the held-out check follows in the same run."""
     spec = json.loads((ctx.path("router_data_dir") / "router_spec.json").read_text())
-    run.set_tags(run_tags(stage, ctx.tags(stage), spec.get("energy_source")))
-    dump = ctx.params.model_dump(mode="json", by_alias=True)
-    run.log_params({**flat_params(stage, dump[stage]), **flat_params("router", dump["router"])})
+    return ctx.stage_run(stage, sections=(stage, "router"), energy_source=spec.get("energy_source"))
+
+
+def log_training_metrics(run: StageRun | None, metrics: dict) -> None:
+    """Held-out accuracy and the chosen candidates' mean joules (the same names as in the stage's metrics.json)."""
+    if run is None:
+        return
     for key in ("heldout", "heldout_sft"):
         check = metrics.get(key) or {}
         run.log_metrics({f"{key}.overall.{k}": v for k, v in check.get("overall", {}).items()})
@@ -45,7 +46,6 @@ def finish_training_run(ctx: StageContext, stage: str, started_ms: int, metrics:
             run.log_metrics({f"{key}.by_lambda.{k}": v for k, v in row.items()}, step=lambda_step(float(lam)))
     run.log_metrics({k: v for k, v in metrics.items() if not isinstance(v, dict)})
     run.log_metrics({f"sft_vs_grpo.{k}": v for k, v in metrics.get("sft_vs_grpo", {}).items()})
-    return run
 
 
 def heldout_check(ctx: StageContext, model_dir: Path, name: str) -> dict:

@@ -28,7 +28,7 @@ from jouleroute.backends import BackendConfig, GenRequest, LoglikRequest, answer
 from jouleroute.benchmarks import get_task
 from jouleroute.energy import EnergyConfig, attribute_window, attribution_rule, make_meter
 from jouleroute.pool import CandidateSpec, ModelSpec
-from jouleroute.provenance import stable_hash
+from jouleroute.provenance import seed_everything, stable_hash
 from jouleroute.tournament.config import TournamentConfig
 from jouleroute.tournament.shards import ShardStore, write_profile
 
@@ -150,7 +150,7 @@ def run_tournament(inp: TournamentInputs, run_id: str, progress: ProgressFactory
 
     ``run_jobs`` decides where the jobs run (default: here, one after the other).
     """
-    _seed(inp.config.seed)
+    seed_everything(inp.config.seed)
     plan = plan_tournament(inp, run_id, batches_per_job)
     if run_jobs is None:
         reports = [r for job in plan.jobs for r in run_job(inp, job, run_id, progress)]
@@ -199,7 +199,7 @@ def run_job(inp: TournamentInputs, job: ShardJob, run_id: str, progress: Progres
     that was then lost) is skipped, and rewriting one replaces the file, so no pair is
     ever stored twice.
     """
-    _seed(inp.config.seed)
+    seed_everything(inp.config.seed)
     candidate = next(c for c in inp.pool if c.candidate_id == job.candidate_id)
     store = ShardStore(inp.shards_dir)
     store.config_hash = config_hash(inp)
@@ -263,14 +263,3 @@ def _check_complete(profile: pd.DataFrame, queries: pd.DataFrame, pool) -> None:
     expected = len(queries) * len(pool)
     if dupes or len(profile) != expected:
         raise RuntimeError(f"tournament shards hold {len(profile)} rows ({dupes} duplicates); expected {expected}")
-
-
-def _seed(seed: int) -> None:
-    import random
-
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)

@@ -9,11 +9,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, set_seed
+from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 from transformers.trainer_utils import get_last_checkpoint
 
-from jouleroute.provenance import file_sha256
+from jouleroute.provenance import file_sha256, seed_everything  # noqa: F401 (re-exported)
 from jouleroute.routing.lm.spec import SPEC_FILE
 from jouleroute.routing.torch_env import load_tokenizer, resolve_device, set_threads, use_bf16  # noqa: F401 (re-exported)
 
@@ -21,11 +21,6 @@ log = logging.getLogger(__name__)
 
 CHECKPOINTS = "checkpoints"  # trainer checkpoints (resume); under out_dir
 MODEL = "model"  # final save_pretrained folder; under out_dir
-
-
-def seed_everything(seed: int) -> None:
-    """Python, NumPy and torch (CPU and CUDA) RNGs, in one call."""
-    set_seed(seed)
 
 
 # Fields that do not change what is trained: editing them must not throw away checkpoints.

@@ -26,8 +26,9 @@ from jouleroute.training.common import (
     MODEL, quiet_trainer, resume_point, save_final_model, seed_everything, set_threads, trainer_kwargs, train_timed,
     write_json,
 )
+from jouleroute.tracking import StageRun
 from jouleroute.training.config import GrpoConfig
-from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, stage_run
+from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, log_stage_start
 from jouleroute.training.policy import attach_policy, detach_policy, release_fused_head
 from jouleroute.training.rewards import build_rewards
 from jouleroute.training.router_model import load_setup, marked_prompt, policy_cache
@@ -66,10 +67,11 @@ def track_choices(reward: Callable, spec: RouterSpec, energy_norm: str) -> Calla
     return tracked
 
 
-def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, tracking_uri: str | None = None,
+def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run: StageRun | None = None,
              *, callbacks: Sequence[TrainerCallback] = (), cache_dir: Path | None = None,
              progress=None) -> dict:
-    """GRPO from ``sft_dir/model`` on train.jsonl x λ; saves ``out_dir/model``; returns metrics."""
+    """GRPO from ``sft_dir/model`` on train.jsonl x λ; saves ``out_dir/model``; returns metrics. ``run``: the
+    MLflow run the caller opened (the `grpo` stage's), which gets the params and the training curves."""
     seed_everything(cfg.seed)
     set_threads(cfg.threads)
     from datasets import Dataset
@@ -112,18 +114,18 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, trac
               "num_generations": generations, "candidates": spec.candidates, "resumed_from": resume or ""}
     model = attach_policy(setup.model, cache)
     tags = {"lambdas": ",".join(format_lambda(x) for x in lambdas)}
-    with stage_run(tracking_uri, "grpo", params, tags) as mlflow:
-        trainer = quiet_trainer(GRPOTrainer(
-            model=model, reward_funcs=funcs, args=args, train_dataset=Dataset.from_list(prompts),
-            processing_class=setup.tokenizer, callbacks=[MlflowMetricsCallback(mlflow), *callbacks]))
-        release_fused_head(model)
-        metrics = train_timed(trainer, resume)
-        detach_policy(model)
-        model_dir = save_final_model(model, setup.tokenizer, out_dir, sft_model)
-        metrics.update(n_prompts=len(prompts), device=setup.device, num_generations=generations,
-                       trunk_features_s=setup.features_s, **setup.split.sizes(),
-                       **_reward_trend(trainer.state.log_history))
-        log_stage_end(mlflow, "grpo", metrics, model_dir, cfg)
+    log_stage_start(run, params, tags)
+    trainer = quiet_trainer(GRPOTrainer(
+        model=model, reward_funcs=funcs, args=args, train_dataset=Dataset.from_list(prompts),
+        processing_class=setup.tokenizer, callbacks=[MlflowMetricsCallback(run), *callbacks]))
+    release_fused_head(model)
+    metrics = train_timed(trainer, resume)
+    detach_policy(model)
+    model_dir = save_final_model(model, setup.tokenizer, out_dir, sft_model)
+    metrics.update(n_prompts=len(prompts), device=setup.device, num_generations=generations,
+                   trunk_features_s=setup.features_s, **setup.split.sizes(),
+                   **_reward_trend(trainer.state.log_history))
+    log_stage_end(run, "grpo", metrics, model_dir, cfg)
     write_json(out_dir / "metrics.json", metrics)
     return metrics
 

@@ -25,8 +25,9 @@ from jouleroute.training.common import (
     quiet_trainer, resume_point, save_final_model, seed_everything, set_threads, trainer_kwargs, train_timed,
     write_json,
 )
+from jouleroute.tracking import StageRun
 from jouleroute.training.config import SftConfig
-from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, stage_run
+from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, log_stage_start
 from jouleroute.training.policy import attach_policy, detach_policy, release_fused_head
 from jouleroute.training.router_model import load_setup, marked_prompt, policy_cache
 
@@ -92,9 +93,10 @@ def _weights(model: str | Path) -> list[Path]:
 
 
 def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir: Path,
-            tracking_uri: str | None = None, *, callbacks: Sequence[TrainerCallback] = (),
+            run: StageRun | None = None, *, callbacks: Sequence[TrainerCallback] = (),
             cache_dir: Path | None = None, progress=None) -> dict:
-    """Fine-tune ``base_model_dir`` (a local folder or hub id) on train.jsonl; returns metrics."""
+    """Fine-tune ``base_model_dir`` (a local folder or hub id) on train.jsonl; returns metrics. ``run``: the
+    MLflow run the caller opened (the `sft` stage's), which gets the params and the training curves."""
     seed_everything(cfg.seed)
     set_threads(cfg.threads)
     from datasets import Dataset
@@ -125,19 +127,19 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
     params = {**cfg.model_dump(), "base_model_dir": str(base_model_dir), "n_queries": len(rows),
               "device": setup.device, "lambdas": spec.lambdas, "resumed_from": resume or ""}
     model = attach_policy(setup.model, cache)
-    with stage_run(tracking_uri, "sft", params, {"base_model": str(base_model_dir)}) as mlflow:
-        trainer = quiet_trainer(SFTTrainer(
-            model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=setup.tokenizer,
-            callbacks=[MlflowMetricsCallback(mlflow), *callbacks]))
-        release_fused_head(model)
-        metrics = train_timed(trainer, resume)
-        detach_policy(model)
-        model_dir = save_final_model(model, setup.tokenizer, out_dir, data_dir)
-        metrics.update(n_queries=len(rows), device=setup.device, trunk_features_s=setup.features_s,
-                       **setup.split.sizes(), train_label_agreement=_agreement(cache, targets))
-        if mlflow is not None:
-            mlflow.log_params(setup.split.sizes())
-        log_stage_end(mlflow, "sft", metrics, model_dir, cfg)
+    log_stage_start(run, params, {"base_model": str(base_model_dir)})
+    trainer = quiet_trainer(SFTTrainer(
+        model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=setup.tokenizer,
+        callbacks=[MlflowMetricsCallback(run), *callbacks]))
+    release_fused_head(model)
+    metrics = train_timed(trainer, resume)
+    detach_policy(model)
+    model_dir = save_final_model(model, setup.tokenizer, out_dir, data_dir)
+    metrics.update(n_queries=len(rows), device=setup.device, trunk_features_s=setup.features_s,
+                   **setup.split.sizes(), train_label_agreement=_agreement(cache, targets))
+    if run is not None:
+        run.log_params(setup.split.sizes())
+    log_stage_end(run, "sft", metrics, model_dir, cfg)
     write_json(out_dir / "metrics.json", metrics)
     return metrics
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -22,11 +21,7 @@ import pytest
 from jouleroute.evaluation.mlflow_log import log_evaluation
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOT = REPO / "artifacts/ui/mlflow-compare.png"
-
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason="headless Chromium is not installed (.ci/run installs Debian's chromium)")
 
 
 def _free_port() -> int:
@@ -60,13 +55,13 @@ def mlflow_ui(evaluated):
         server.wait(timeout=30)
 
 
-def _chromium(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+def _chromium(chromium: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                            "--hide-scrollbars", "--window-size=1600,2600", "--virtual-time-budget=20000", *args],
                           capture_output=True, text=True, timeout=180)
 
 
-def test_mlflow_ui_compares_two_evaluate_runs_in_chromium(mlflow_ui, evaluated):
+def test_mlflow_ui_compares_two_evaluate_runs_in_chromium(chromium, mlflow_ui, evaluated):
     base, run_ids = mlflow_ui
     result, uri, _ = evaluated
     from mlflow import MlflowClient
@@ -74,9 +69,9 @@ def test_mlflow_ui_compares_two_evaluate_runs_in_chromium(mlflow_ui, evaluated):
     exp = MlflowClient(tracking_uri=uri).get_run(run_ids[0]).info.experiment_id
     query = urllib.parse.urlencode({"runs": json.dumps(run_ids), "experiments": json.dumps([exp])})
     url = f"{base}/#/compare-runs?{query}"
-    dom = _chromium("--dump-dom", url).stdout
+    dom = _chromium(chromium, "--dump-dom", url).stdout
     assert "aiq_zero_router" in dom, dom[-2000:]  # a metric of the evaluate runs, as the UI rendered it
     SHOT.parent.mkdir(parents=True, exist_ok=True)
     SHOT.unlink(missing_ok=True)
-    _chromium(f"--screenshot={SHOT}", url)
+    _chromium(chromium, f"--screenshot={SHOT}", url)
     assert SHOT.exists() and SHOT.stat().st_size > 20_000

@@ -15,7 +15,7 @@ from jouleroute.routing.lm.config import RouterConfig
 from jouleroute.routing.lm.router import LMRouter
 from jouleroute.routing.scores import Scores
 from jouleroute.routing.lm.spec import SYSTEM_MESSAGE, RouterSpec, label_token_ids
-from jouleroute.training.tiny_model import build_tiny_model
+from tests.conftest import tiny_router_base
 
 POOL = ["gpt", "gpt-big", "qwen2.5-1.5b", "x"]
 ENERGY = {"gpt": 1.0, "gpt-big": 8.0, "qwen2.5-1.5b": 3.0, "x": 20.0}
@@ -58,7 +58,7 @@ def spec(**changes) -> RouterSpec:
 @pytest.fixture(scope="module")
 def untrained_dir(tmp_path_factory):
     """A random tiny chat model that has never seen a router prompt."""
-    folder = build_tiny_model(tmp_path_factory.mktemp("lm_router") / "model", corpus=["a b c d"] * 4, seed=3)
+    folder = tiny_router_base(tmp_path_factory.mktemp("lm_router") / "model", ["a b c d"] * 4, seed=3)
     spec().save(folder)
     return folder
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from jouleroute.training.tiny_model import build_tiny_model
+from tests.conftest import tiny_router_base
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -59,12 +59,12 @@ def one_torch_thread():
 def tiny_model_dir(tmp_path_factory):
     corpus = [f"A {level} question about {t} number {k}. Energy weight: 0 0.25 0.5 1 2 small mid large"
               for level in RIGHT for t in TOPICS for k in range(3)]
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "base", corpus=corpus)
+    return tiny_router_base(tmp_path_factory.mktemp("tiny") / "base", corpus)
 
 
 @pytest.fixture(scope="module")
 def tracking_uri(tmp_path_factory):
-    """A real MLflow sqlite store, artifacts inside the temp folder; the env is restored afterwards."""
+    """A real MLflow sqlite store, artifacts inside the temp folder; the tracking URI is restored afterwards."""
     import mlflow
 
     root = tmp_path_factory.mktemp("mlflow")
@@ -72,7 +72,5 @@ def tracking_uri(tmp_path_factory):
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
     mlflow.create_experiment("router-tests", artifact_location=str(root / "artifacts"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MLFLOW_EXPERIMENT_NAME", "router-tests")
-        yield uri
+    yield uri
     mlflow.set_tracking_uri(previous)

@@ -22,7 +22,7 @@ from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.training.grpo import run_grpo
 from jouleroute.training.router_data import run_router_data
 from jouleroute.training.sft import read_jsonl, run_sft
-from jouleroute.training.tiny_model import build_tiny_model
+from tests.conftest import tiny_router_base
 
 TOPICS = ["apples", "trains", "rivers", "stars", "coins", "clocks", "birds", "maps", "lamps", "boats", "seeds", "tiles"]
 ENERGY = {"cheap": 1.0, "big": 10.0}
@@ -48,7 +48,7 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("learns")
     profile, queries = flip_tables({"train": 12, "val": 4, "test": 4})
     corpus = [f"A {level} question about {t}." for level in ("easy", "hard") for t in TOPICS] * 3
-    base = build_tiny_model(root / "base", corpus=corpus, init_scale=0.5)
+    base = tiny_router_base(root / "base", corpus, initializer_range=0.5)
     run_router_data(profile, queries, RouterDataConfig(), root / "data")
     run_sft(SftConfig(epochs=40, learning_rate=1e-2, batch_size=8, save_steps=10_000), root / "data", base,
             root / "sft")
@@ -90,7 +90,7 @@ def test_grpo_raises_the_mean_reward(tmp_path):
     """GRPO from an untrained router (seeded): the exact expected reward over the train prompts goes up."""
     profile, queries = flip_tables({"train": 12, "val": 2, "test": 2})
     corpus = [f"A {level} question about {t}." for level in ("easy", "hard") for t in TOPICS] * 3
-    base = build_tiny_model(tmp_path / "base", corpus=corpus, init_scale=0.5, seed=1)
+    base = tiny_router_base(tmp_path / "base", corpus, initializer_range=0.5, seed=1)
     cfg = RouterDataConfig(lambdas=(0.0, 0.5, 2.0))
     run_router_data(profile, queries, cfg, tmp_path / "data")
     untrained = tmp_path / "sft" / "model"
@@ -108,7 +108,7 @@ def test_soft_targets_also_learn_the_switch(tmp_path):
     """SFT on softmax(s·(p̂ − λ·ê)) targets: calibrated logits put the switch at the same λ."""
     profile, queries = flip_tables({"train": 12, "val": 2, "test": 4})
     corpus = [f"A {level} question about {t}." for level in ("easy", "hard") for t in TOPICS] * 3
-    base = build_tiny_model(tmp_path / "base", corpus=corpus, init_scale=0.5)
+    base = tiny_router_base(tmp_path / "base", corpus, initializer_range=0.5)
     run_router_data(profile, queries, RouterDataConfig(), tmp_path / "data")
     run_sft(SftConfig(epochs=40, learning_rate=1e-2, batch_size=8, save_steps=10_000, targets="soft"),
             tmp_path / "data", base, tmp_path / "sft")

@@ -8,6 +8,7 @@ from conftest import toy_tables
 from transformers import AutoModelForCausalLM, TrainerCallback
 
 from jouleroute.routing.lm.router import LMRouter
+from jouleroute.tracking import stage_run
 from jouleroute.training.common import StepProgress
 from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.training.grpo import run_grpo
@@ -38,14 +39,16 @@ def sft_run(data_dir, tiny_model_dir, tracking_uri, tmp_path_factory):
     out = tmp_path_factory.mktemp("sft")
     cfg = SftConfig(max_steps=30, batch_size=8, learning_rate=1e-2, logging_steps=10, save_steps=30,
                     log_model=True, registered_model_name="router-test")
-    return out, run_sft(cfg, data_dir, tiny_model_dir, out, tracking_uri)
+    with stage_run(tracking_uri, "router-tests", "sft", {}, {}) as run:  # what the `sft` stage opens
+        return out, run_sft(cfg, data_dir, tiny_model_dir, out, run)
 
 
 @pytest.fixture(scope="module")
 def grpo_run(data_dir, sft_run, tracking_uri, tmp_path_factory):
     out = tmp_path_factory.mktemp("grpo")
     cfg = GrpoConfig(max_steps=3, prompts_per_step=2, logging_steps=1, save_steps=3, learning_rate=1e-3)
-    return out, run_grpo(cfg, data_dir, sft_run[0], out, tracking_uri)
+    with stage_run(tracking_uri, "router-tests", "grpo", {}, {}) as run:
+        return out, run_grpo(cfg, data_dir, sft_run[0], out, run)
 
 
 def test_sft_trains_and_saves_a_loadable_router(sft_run, tiny_model_dir):
@@ -71,7 +74,7 @@ def test_mlflow_has_named_runs_with_curves_and_the_registered_router(sft_run, gr
     client = mlflow.MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name("router-tests")
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
-    assert {"sft", "grpo"} <= set(runs)
+    assert sorted(runs) == ["grpo", "sft"]  # the trainers logged into the runs they were handed: no run of their own
     sft, grpo = runs["sft"], runs["grpo"]
     assert sft.data.tags["stage"] == "sft" and grpo.data.tags["lambdas"] == "0,2"
     assert len(client.get_metric_history(sft.info.run_id, "loss")) == 3  # steps 10, 20, 30

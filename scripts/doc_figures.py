@@ -1,0 +1,181 @@
+"""Write the figures that README.md and docs/ quote from their sources: never typed by hand.
+
+Each figure sits between ``<!-- generated:NAME:begin -->`` and ``<!-- generated:NAME:end -->``
+markers; this script rewrites what lies between them from where the figure comes from:
+
+    stages        README.md           the stage order, from dvc.yaml
+    study-size    README.md           the replay study's split sizes, from its query table (`make study`)
+    replay-pool   docs/replay.md      the replay pool per split, from its profile (`make study`)
+    models        docs/backends.md    the converted models' size and parameters, from their manifests (`make run`)
+    cpu-estimate  docs/energy.md      the CPU estimate's constants, from jouleroute/energy/config.py
+    layers        docs/architecture.md  the layer table that tests/test_architecture.py enforces
+
+A block whose source is not there yet (no run on this machine) is left as it is and named.
+`--check` writes nothing and fails when a block differs from what it would write (the tests run it).
+The README's `embedded-default` block and docs/embedded-default.md, docs/replay-study.md are the
+pipelines' own: the `report` and `study_report` stages write them.
+
+    .venv/bin/python scripts/doc_figures.py [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout's jouleroute and tests, run as a script
+
+
+class SourceMissing(Exception):
+    """The figure's source is not on this machine (e.g. the study has not run here)."""
+
+
+def _need(path: Path, how: str) -> Path:
+    if not path.exists():
+        raise SourceMissing(f"{path.relative_to(ROOT)} is missing ({how})")
+    return path
+
+
+def stages() -> str:
+    from jouleroute.stages.table import stage_order
+
+    return "```\n" + " -> ".join(stage_order(ROOT / "dvc.yaml")) + "\n```"
+
+
+def _study_tables():
+    import pandas as pd
+
+    from jouleroute.config import load_params
+
+    paths = load_params(ROOT / "studies/replay/params.yaml").paths
+    queries = pd.read_parquet(_need(paths.resolve("queries", ROOT), "run `make study`"))
+    profile = pd.read_parquet(_need(paths.resolve("profile", ROOT), "run `make study`"))
+    return queries, profile
+
+
+def study_size() -> str:
+    queries, _ = _study_tables()
+    counts = queries["split"].value_counts()
+    return (f"It trains the LM router on all {counts['train']:,} train queries and scores all "
+            f"{counts['test']:,} test queries.")
+
+
+def replay_pool() -> str:
+    queries, profile = _study_tables()
+    counts = queries["split"].value_counts()
+    stats = profile.groupby(["candidate_id", "split"]).agg(acc=("correct", "mean"), j=("energy_j", "mean"))
+    candidates = list(stats.xs("test", level="split")["j"].sort_values().index)  # cheapest first
+    sources = ", ".join(f"`{s}`" for s in sorted(profile["energy_source"].unique()))
+    lines = [f"`run_replay` with the default params writes {len(profile):,} rows: {profile['query_id'].nunique():,} "
+             f"queries × {len(candidates)} candidates. The queries split into {counts['train']:,} train, "
+             f"{counts['val']:,} val and {counts['test']:,} test.", "",
+             f"The table below is the summary's `pool`: accuracy, and mean energy ({sources}) in J per query, "
+             "cheapest first.", "",
+             "| candidate | acc train | acc val | acc test | J/query train | J/query test |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for c in candidates:
+        row = lambda split, col: stats.loc[(c, split), col]  # noqa: E731
+        lines.append(f"| {c} | {row('train', 'acc'):.3f} | {row('val', 'acc'):.3f} | {row('test', 'acc'):.3f} | "
+                     f"{row('train', 'j'):.1f} | {row('test', 'j'):.1f} |")
+    return "\n".join(lines)
+
+
+def models() -> str:
+    from jouleroute.config import load_params
+
+    params = load_params(ROOT / "params.yaml")
+    models_dir = params.paths.resolve("models_dir", ROOT)
+    lines = ["| model | architecture | parameters | folder | chat template | GGUF | transformers |",
+             "|---|---|---:|---:|---|---|---|"]
+    for name, spec in params.models.items():
+        if spec.source != "pypi-gguf":
+            continue
+        manifest = json.loads(_need(models_dir / name / "jouleroute-model.json", "run `make run`").read_text())
+        size = sum(f.stat().st_size for f in (models_dir / name).iterdir() if f.is_file())
+        lines.append(f"| {name} | {manifest['architecture']} | {manifest['parameters'] / 1e6:.1f} M | "
+                     f"{size / 1e6:,.0f} MB | {'yes' if manifest['has_chat_template'] else 'no'} | "
+                     f"`{manifest['gguf_file']}` ({manifest['package']} {manifest['package_version']}) | "
+                     f"{manifest['transformers_version']} |")
+    return "\n".join(lines)
+
+
+def cpu_estimate() -> str:
+    from jouleroute.energy import config
+
+    cfg = config.EnergyConfig()
+    return (f"**`cpu_watts_per_core = {cfg.cpu_watts_per_core:g}` W** (the default, computed in "
+            f"`jouleroute/energy/config.py`), and **`min_window_s = {cfg.min_window_s:g}` s**, "
+            f"**`idle_seconds = {cfg.idle_seconds:g}` s** by default.")
+
+
+def layers() -> str:
+    from tests.test_architecture import LAYERS
+
+    lines = ["| layer | units (jouleroute/…) |", "|---:|---|"]
+    for i, units in reversed(list(enumerate(LAYERS))):
+        lines.append(f"| {i} | {', '.join(f'`{u}`' for u in sorted(units))} |")
+    return "\n".join(lines)
+
+
+BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
+    "stages": ("README.md", stages),
+    "study-size": ("README.md", study_size),
+    "replay-pool": ("docs/replay.md", replay_pool),
+    "models": ("docs/backends.md", models),
+    "cpu-estimate": ("docs/energy.md", cpu_estimate),
+    "layers": ("docs/architecture.md", layers),
+}
+
+
+def _span(text: str, name: str, where: str) -> tuple[int, int]:
+    begin = re.search(rf"<!-- generated:{name}:begin[^>]*-->\n", text)
+    end = text.find(f"<!-- generated:{name}:end -->")
+    if begin is None or end < 0:
+        raise SystemExit(f"{where}: no generated:{name} markers; add them where the figure belongs")
+    return begin.end(), end
+
+
+def render(name: str) -> str | None:
+    """The block's new text, or ``None`` when its source is not on this machine."""
+    try:
+        return BLOCKS[name][1]().rstrip("\n") + "\n"
+    except SourceMissing as missing:
+        print(f"{name}: left as it is: {missing}", file=sys.stderr)
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; fail when a block is stale")
+    parser.add_argument("names", nargs="*", help=f"blocks to write (default: all): {', '.join(BLOCKS)}")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(BLOCKS))
+    if unknown:
+        parser.error(f"unknown block(s) {', '.join(unknown)}; known: {', '.join(BLOCKS)}")
+    stale = []
+    for name in args.names or BLOCKS:
+        doc = ROOT / BLOCKS[name][0]
+        text = doc.read_text()
+        start, end = _span(text, name, BLOCKS[name][0])
+        new = render(name)
+        if new is None or text[start:end] == new:
+            continue
+        if args.check:
+            stale.append(f"{name} ({BLOCKS[name][0]})")
+        else:
+            doc.write_text(text[:start] + new + text[end:])
+            print(f"wrote {name} in {BLOCKS[name][0]}")
+    if stale:
+        print(f"stale generated figures: {', '.join(stale)}; run .venv/bin/python scripts/doc_figures.py",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
