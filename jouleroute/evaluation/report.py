@@ -56,6 +56,8 @@ def headline_metrics(report: dict) -> dict:
                 "transition_width_log10": v.get("transitions", {}).get("combined", {}).get("width_log10")}
             for f, v in report["families"].items()
         },
+        **({"aiq_difference": report["aiq_difference"]} if "aiq_difference" in report else {}),
+        **({"selection": report["selection"]} if "selection" in report else {}),
     }
 
 
@@ -107,6 +109,8 @@ def markdown(report: dict) -> str:
             t, v = f["transitions"]["combined"], f["views"][view]
             lines.append(f"| {fam} | {_f(v['aiq'])} | {_f(v['aiq_lift'])} | {_f(f['lambda_star'])} "
                          f"| {_f(t['width_log10'])} | {_f(t['resolved'])} |")
+    lines += comparison_lines(report.get("aiq_difference"))
+    lines += selection_lines(report.get("selection"))
     lines += ["", "## Accuracy per task", "", "| policy | " + " | ".join(report["tasks"]) + " |",
               "|---|" + "---|" * len(report["tasks"])]
     for name, e in list(report["singles"].items()) + [("oracle", report["oracle"])] + list(report["routers"].items()):
@@ -114,6 +118,51 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} | " + " | ".join(_f(per[t]["accuracy"]) for t in report["tasks"]) + " |")
     lines += ["", "Definitions: docs/metrics.md. Plots: plots/*.png.", ""]
     return "\n".join(lines)
+
+
+def comparison_lines(block: dict | None) -> list[str]:
+    """The LM router against each baseline family: energy-AIQ difference, paired-bootstrap CI, verdict.
+    Shared by report.md and the generated study and embedded-default pages."""
+    if not block:
+        return []
+    ref = block["reference"]
+    families = block["families"]
+    ref_aiq = next(iter(families.values()))["reference_aiq"] if families else None
+    lines = ["", f"## {ref.upper()} router vs each baseline (energy-AIQ, paired bootstrap)", "",
+             f"{block['n_queries']} test queries resampled with replacement, {block['samples']} resamples (seed "
+             f"{block['seed']}), the same resamples for every family; {block['confidence']:.0%} percentile "
+             f"interval of AIQ({ref}) − AIQ(family), `{block.get('view', '?')}` view. An interval that contains 0 "
+             f"is a tie. {ref} AIQ: {_f(ref_aiq)}.", "",
+             f"| family | AIQ | {ref} − family | {block['confidence']:.0%} CI | verdict |", "|---|---:|---:|---|---|"]
+    for fam, row in families.items():
+        word = {"win": f"{ref} wins", "loss": f"{ref} loses", "tie": "tie"}[row["verdict"]]
+        lines.append(f"| {fam} | {row['aiq']:.3f} | {row['difference']:+.4f} | "
+                     f"[{row['ci_low']:+.4f}, {row['ci_high']:+.4f}] | {word} |")
+    return lines
+
+
+def selection_lines(selection: dict | None) -> list[str]:
+    """Which family and checkpoint won on val (mean val utility over the trained λ grid), and by how much."""
+    if not selection:
+        return []
+    win = selection["winner"]
+    lines = ["", "## The champion, chosen on val", "",
+             f"Mean val utility (correct − λ·energy normalized with `{selection['energy_norm']}`) over the trained "
+             f"λ grid {selection['lambdas']}, on {selection['n_val_queries']} val queries; test is never read. "
+             f"Champion: **{win['name']}**, {win['val_utility']:.4f}"
+             + (f", ahead of the runner-up {selection['runner_up']} by {selection['margin']:+.4f}"
+                if selection.get("runner_up") else "")
+             + (f" and of the best other family ({selection['best_other_family']}) by "
+                f"{selection['margin_over_other_family']:+.4f}"
+                if selection.get("best_other_family") and selection["best_other_family"] != selection.get("runner_up")
+                else "") + ".", "",
+             "| contender | family | checkpoint | mean val utility |", "|---|---|---|---:|"]
+    for row in selection["contenders"]:
+        lines.append(f"| {row['name']} | {row['family']} | {row['checkpoint']} | {row['val_utility']:.4f} |")
+    if selection.get("registered_version"):
+        lines += ["", f"Registered in MLflow as `{selection['registered_model']}` version "
+                      f"{selection['registered_version']}, alias `champion`: `jouleroute serve` serves it by default."]
+    return lines
 
 
 def write_sweep_csv(report: dict, path: Path) -> Path:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from jouleroute.evaluation.bootstrap import paired_aiq_difference
 from jouleroute.evaluation.config import EvaluateConfig
 from jouleroute.evaluation.frontier import (Point, aiq, check_oracle, cheapest_and_best, pareto_mask, pgr,
                                             savings_captured_pct)
@@ -29,6 +30,7 @@ from jouleroute.evaluation.phase import combined_transition, detect_transition, 
 log = logging.getLogger(__name__)
 
 VIEWS = {"models_only": False, "with_overhead": True}
+REFERENCE_FAMILY = "lm"  # the family the others are compared with (the evaluate stage's LM router)
 
 
 class MixedEnergySourcesError(ValueError):
@@ -156,7 +158,23 @@ def evaluate_outcomes(m: ProfileMatrix, runs: list[RouterRun], cfg: EvaluateConf
         for fam, block in fam_aiq.items():
             report["families"][fam]["views"][view] = block
     report["expensive_candidates"] = _sweeps(report, families, cfg, headline)
+    if REFERENCE_FAMILY in families and len(families) > 1 and cfg.bootstrap_samples > 0:
+        report["aiq_difference"] = _aiq_difference(singles, routers, families, cfg, headline)
     return report
+
+
+def _aiq_difference(singles: list[Outcome], routers: list[Outcome], families: dict[str, list[RouterRun]],
+                    cfg: EvaluateConfig, view: str) -> dict:
+    """The LM router's energy-AIQ minus each other family's, with paired-bootstrap intervals (bootstrap.py)."""
+    with_overhead = VIEWS[view]
+    by_name = {o.name: o for o in routers}
+    pick = lambda outs, what: np.stack([getattr(o, what) if what == "correct" else o.energy(with_overhead)
+                                        for o in outs], axis=1)
+    swept = {fam: [by_name[r.name] for r in members] for fam, members in families.items()}
+    result = paired_aiq_difference(pick(singles, "correct"), pick(singles, "energy"),
+                                   {f: (pick(o, "correct"), pick(o, "energy")) for f, o in swept.items()},
+                                   REFERENCE_FAMILY, cfg.bootstrap_samples, cfg.confidence, cfg.seed)
+    return {**result, "view": view}
 
 
 def _sweeps(report: dict, families: dict[str, list[RouterRun]], cfg: EvaluateConfig, view: str) -> list[str]:
