@@ -48,7 +48,7 @@ def dask_tournament_stage(name: str, params_path: str, root: str, stage_target: 
     code, lines = stream([str(BIN / "dvc"), "commit", "--force", stage_target], root, logger)
     if code != 0:
         raise StageError(f"stage {name}: dvc commit failed: {stage_error(name, lines)}")
-    return Completed(message=f"{name}: recomputed on Dask ({where})", data=f"{name}: recomputed")
+    return Completed(message=f"{name}: recomputed on Dask ({where})", data=f"{name}: recomputed on Dask")
 
 
 def versioned(stage_task, name: str, version: str):
@@ -92,8 +92,24 @@ def run_stages(params_path: str, root: str, stages: list[str] | None, dask_addre
                 message = str(error) if isinstance(error, BaseException) else (state.message or f"stage {name} failed")
                 return Failed(message=message)
             results.append(state.result())
-    recomputed = [r for r in results if r.endswith("recomputed")]
-    return Completed(message=f"{len(recomputed)} of {len(results)} stage(s) recomputed", data=results)
+    recomputed = [r for r in results if r.endswith(("recomputed", "recomputed on Dask"))]
+    message = f"{len(recomputed)} of {len(results)} stage(s) recomputed"
+    if any(r.endswith("recomputed on Dask") for r in results):
+        message += "; " + stale_after_dask(root_path, dvc_yaml, logger)
+    return Completed(message=message, data=results)
+
+
+def stale_after_dask(root: Path, dvc_yaml: Path, logger) -> str:
+    """Say which stages the Dask tournament left stale (asked of DVC once the flow's stages have run)."""
+    from flows.stale import stale_stages
+
+    stale = stale_stages(root, dvc_yaml)
+    if not stale:
+        return "the tournament ran on Dask; no stage is left stale"
+    text = (f"the tournament ran on Dask: its profile's energy figures differ from a serial run's, so these "
+            f"stages are now stale: {', '.join(stale)} (run `jouleroute repro` or `jouleroute-flow run`)")
+    logger.warning(text)
+    return text
 
 
 @flow(name="jouleroute-pipeline")

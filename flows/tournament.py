@@ -5,6 +5,11 @@ swapped: where the jobs run. Planning (resume, quarantine of corrupt shards),
 the profile, its checks and its metadata are the stage's own code. Jobs are cut
 at the serial run's batch boundaries, so greedy outputs match a serial run.
 
+Load once per worker: a worker process keeps the model it loaded for the rest of
+the run (``jouleroute.tournament`` caches it per process), and jobs are handed out
+so that a worker serves one model's shards in a row (``dispatch``). A worker thus
+loads each model of the pool at most once per run.
+
 - ``dask_address=None``: a ``LocalCluster`` of ``n_workers`` processes x ``threads_per_worker``.
 - ``dask_address="tcp://host:8786"``: an existing cluster, e.g. one worker per GPU across
   nodes (docs/orchestration.md). Workers need the same code, params and a shared
@@ -13,12 +18,16 @@ at the serial run's batch boundaries, so greedy outputs match a serial run.
 
 from __future__ import annotations
 
+import os
+from collections import deque
 from pathlib import Path
 
 from prefect import flow, get_run_logger
+from prefect.context import FlowRunContext
 
 from jouleroute.stages.context import StageContext
 from jouleroute.stages.tournament import tournament_stage
+from jouleroute.tournament import release_models
 from tasks.logs import library_logs_to
 from tasks.shard import shard_task
 
@@ -28,8 +37,37 @@ def _dask_runner(dask_address: str | None, n_workers: int, threads_per_worker: i
 
     if dask_address:
         return DaskTaskRunner(address=dask_address)
+    # Each worker's share of this machine's cores: its torch threads (tasks/shard.py) stop there, so the
+    # workers together never run more threads than there are cores (oversubscribed threads spin and
+    # inflate both the wall time and the CPU-time energy estimate).
+    cores = max(1, (os.cpu_count() or 1) // (n_workers * threads_per_worker))
     return DaskTaskRunner(cluster_kwargs={"n_workers": n_workers, "threads_per_worker": threads_per_worker,
-                                          "processes": True, "dashboard_address": ":0"})  # any free port
+                                          "processes": True, "dashboard_address": ":0",  # any free port
+                                          "env": {"OMP_NUM_THREADS": str(cores)}})
+
+
+def dispatch(jobs: list, submit, client, logger) -> list[dict]:
+    """Run ``jobs`` (grouped by model, in that order) with one job per worker thread in flight.
+
+    The next job goes to whichever worker frees up first, so each worker works through the
+    queue front to back: it serves one model's shards in a row and moves on to the next
+    model only when the first one's queue is empty. With the worker-side model cache that
+    is one load per (worker, model). Submitting everything at once would let Dask spread
+    and steal jobs across models, and workers would switch back and forth.
+    """
+    from distributed import wait
+
+    queue, in_flight, reports = deque(jobs), {}, []
+    while queue or in_flight:
+        slots = max(1, sum(client.nthreads().values()))  # asked each time: a lost worker, an elastic cluster
+        while queue and len(in_flight) < slots:
+            future = submit(queue.popleft())
+            in_flight[future.wrapped_future] = future
+        done = wait(list(in_flight), return_when="FIRST_COMPLETED").done
+        for dask_future in done:
+            reports += in_flight.pop(dask_future).result()  # raises the task's error: the flow fails with it
+    logger.info("%d shard job(s) done", len(jobs))
+    return reports
 
 
 @flow(name="jouleroute-tournament")
@@ -37,12 +75,22 @@ def tournament_flow(params_path: str = "params.yaml", root: str = ".", batches_p
     """Run (or resume) the tournament with its shard jobs on this flow's task runner."""
     logger = get_run_logger()
     ctx = StageContext.load(params_path, Path(root).resolve())
+    client = FlowRunContext.get().task_runner.client
 
     def run_jobs(inp, jobs, run_id):
-        logger.info("submitting %d shard job(s) of run %s", len(jobs), run_id)
-        futures = [shard_task.with_options(task_run_name=f"{job.candidate_id}#{i}").submit(inp, job, run_id)
-                   for i, job in enumerate(jobs)]
-        return [report for future in futures for report in future.result()]
+        logger.info("%d shard job(s) of run %s on %d worker thread(s), one model's jobs after the other",
+                    len(jobs), run_id, sum(client.nthreads().values()))
+        numbered = {id(job): i for i, job in enumerate(jobs)}
+
+        def submit(job):
+            name = f"{job.candidate_id}#{numbered[id(job)]}"
+            return shard_task.with_options(task_run_name=name).submit(inp, job, run_id)
+
+        try:
+            return dispatch(jobs, submit, client, logger)
+        finally:  # the run is over: each worker frees its models (GPU memory included) and says how many it loaded
+            loads = client.run(release_models, on_error="return")
+            logger.info("model loads per worker: %s", ", ".join(f"{w}: {n}" for w, n in sorted(loads.items())))
 
     with library_logs_to(logger):
         profile = tournament_stage(ctx, run_jobs=run_jobs, batches_per_job=batches_per_job)

@@ -9,6 +9,7 @@ This module is the glue between params, the library (jouleroute/tournament) and 
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from pathlib import Path
@@ -18,6 +19,7 @@ import pandas as pd
 from jouleroute.tournament.summary import summarize_profile, summary_metrics, summary_table
 from jouleroute.provenance import file_sha256, git_sha, hardware, library_versions
 from jouleroute.stages.context import StageContext, write_json
+from jouleroute.tournament.loading import loading_summary
 from jouleroute.tournament.run import JobRunner, TournamentInputs, run_tournament
 from jouleroute.tracking import energy_label, flat_params, mlflow_run
 
@@ -54,6 +56,7 @@ def _run_metadata(ctx: StageContext, profile: pd.DataFrame) -> dict:
         manifest = ctx.path("models_dir") / name / "jouleroute-model.json"
         models_meta[name] = manifest.read_text() if manifest.exists() else ctx.params.models[name].model_dump()
     state_file = ctx.path("shards_dir") / "state.json"
+    runs = json.loads(state_file.read_text()).get("runs", []) if state_file.exists() else []
     return {
         "git_sha": git_sha(ctx.root),
         "params_hash": ctx.params_hash,
@@ -69,6 +72,9 @@ def _run_metadata(ctx: StageContext, profile: pd.DataFrame) -> dict:
         "idle_convention": "energy_j is raw window energy split by the attribution rule; "
                            "energy_net_j subtracts idle_power_w x the row's share of the window time",
         "rows": len(profile),
+        # the latest run that computed anything: its model loads and warm-ups, metered apart from the rows
+        "model_loading": {"run_id": runs[-1]["run_id"] if runs else None,
+                          **loading_summary(runs[-1].get("model_loads", []) if runs else [])},
     }
 
 
@@ -95,6 +101,10 @@ def _log_to_mlflow(ctx: StageContext, summary: dict, meta: dict) -> None:
             mlflow.set_tag(f"energy_source.{cand}", stats["energy_source"])
         mlflow.log_metrics(summary_metrics(summary))  # the same names as in summary.json
         mlflow.set_tag("energy_sources", ",".join(meta["energy_sources"]))
+        loading = meta["model_loading"]  # apart from the per-query figures above, with its own label
+        mlflow.log_metrics({f"model_loading.{phase}_{key}": loading[phase][key] for phase in ("load", "warmup")
+                            for key in ("count", "time_s", "energy_j")})
+        mlflow.set_tag("model_loading.energy_source", loading["load"]["energy_source"] or "none")
         mlflow.log_text(summary_table(summary), "profile_summary.md")
         mlflow.log_dict(summary, "profile_summary.json")
         mlflow.log_dict(meta, "run_metadata.json")

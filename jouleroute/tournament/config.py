@@ -11,6 +11,9 @@ class TournamentConfig(StrictModel):
     seed: int = 0
     warmup_batches: int = Field(default=1, ge=0, description="batches run before measuring, outside any window")
     splits: list[str] = Field(default_factory=lambda: ["train", "val", "test"])
+    models_per_worker: int = Field(
+        default=1, ge=1, description="models one process (the serial run, a Dask worker) keeps loaded at once; "
+                                     "jobs come grouped by model, so 1 already loads each model once per worker")
     dask_address: str | None = Field(
         default=None, description="Dask scheduler the Prefect flow runs the shards on (`jouleroute-flow run`, "
                                   "docs/orchestration.md); `jouleroute tournament` and `dvc repro` ignore it")

@@ -7,8 +7,10 @@ by ``jouleroute.energy.attribute_window`` (rule stored per row in
 that process loads a model, and recorded with every shard and in the run state.
 
 The work is cut into jobs (``plan_tournament``): consecutive batches of one
-candidate, at the serial run's batch boundaries. ``run_job`` runs one job where it
-is called (here, or a Dask worker through ``flows/tournament.py``), metered there;
+candidate, at the serial run's batch boundaries, grouped by model. ``run_job`` runs
+one job where it is called (here, or a Dask worker through ``flows/tournament.py``),
+metered there, on a model the process loads once per run and keeps
+(``loading.py``: loading is metered and reported apart from answering);
 ``finish_tournament`` checks every pair is there once and writes the profile.
 """
 
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from jouleroute.energy import EnergyConfig, attribute_window, attribution_rule, 
 from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.provenance import seed_everything, stable_hash
 from jouleroute.tournament.config import TournamentConfig
+from jouleroute.tournament.loading import PROCESS_MODELS, model_revision, worker_name
 from jouleroute.tournament.shards import ShardStore, write_profile
 
 logger = logging.getLogger(__name__)
@@ -120,7 +122,8 @@ JobRunner = Callable[[TournamentInputs, list[ShardJob], str], list[dict]]
 def plan_tournament(inp: TournamentInputs, run_id: str, batches_per_job: int | None = None) -> TournamentPlan:
     """Open the shard store (quarantining corrupt files), and cut what is left into jobs.
 
-    ``batches_per_job=None``: one job per candidate (the serial run).
+    ``batches_per_job=None``: one job per candidate (the serial run). Jobs come grouped by model
+    (first appearance in the pool), so a process that takes them in order meets each model once.
     """
     queries = inp.queries[inp.queries["split"].isin(inp.config.splits)]
     queries = queries.sort_values(["task", "query_id"]).reset_index(drop=True)  # fixed order; similar prompts batch together
@@ -130,7 +133,8 @@ def plan_tournament(inp: TournamentInputs, run_id: str, batches_per_job: int | N
     store.prune(list(keys.values()))
     done = store.done_pairs(list(keys.values()))
     jobs = []
-    for candidate in inp.pool:
+    model_order = {m: i for i, m in enumerate(dict.fromkeys(c.model for c in inp.pool))}
+    for candidate in sorted(inp.pool, key=lambda c: model_order[c.model]):  # stable: pool order within a model
         pending = [q for q in queries["query_id"] if (q, candidate.candidate_id) not in done]
         batches = [tuple(pending[i:i + candidate.batch_size]) for i in range(0, len(pending), candidate.batch_size)]
         step = batches_per_job or max(len(batches), 1)
@@ -139,7 +143,8 @@ def plan_tournament(inp: TournamentInputs, run_id: str, batches_per_job: int | N
     logger.info("tournament: %d queries x %d candidates, %d pairs already done, %d job(s) to run",
                 len(queries), len(inp.pool), len(done), len(jobs))
     if jobs:
-        state.setdefault("runs", []).append({"run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        state.setdefault("runs", []).append({"run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                             "jobs": len(jobs)})
         store.save_state(state)
     return TournamentPlan(queries, keys, jobs, len(done), store, state)
 
@@ -153,7 +158,10 @@ def run_tournament(inp: TournamentInputs, run_id: str, progress: ProgressFactory
     seed_everything(inp.config.seed)
     plan = plan_tournament(inp, run_id, batches_per_job)
     if run_jobs is None:
-        reports = [r for job in plan.jobs for r in run_job(inp, job, run_id, progress)]
+        try:
+            reports = [r for job in plan.jobs for r in run_job(inp, job, run_id, progress)]
+        finally:
+            PROCESS_MODELS.release()  # the serial run is over: free the last model
     else:
         reports = run_jobs(inp, plan.jobs, run_id) if plan.jobs else []
     return finish_tournament(inp, plan, run_id, reports)
@@ -166,6 +174,8 @@ def finish_tournament(inp: TournamentInputs, plan: TournamentPlan, run_id: str, 
         run["workers"] = {r["worker"]: {k: r[k] for k in ("idle_power_w", "meter", "device")} for r in reports}
         run["shards"] = [{k: r[k] for k in ("shard", "worker", "rows", "energy_j", "window_s", "energy_source")}
                          for r in reports]
+        # loading and warm-up: metered in their own windows, never part of a row's energy_j
+        run["model_loads"] = [load for r in reports for load in r.get("model_loads", [])]
         if len(run["workers"]) == 1:  # the serial layout, kept for readers of earlier run states
             run.update(next(iter(run["workers"].values())))
         plan.store.save_state(plan.state)
@@ -192,8 +202,25 @@ def _meter_for(energy: EnergyConfig, run_id: str):
     return _METERS[run_id]
 
 
-def run_job(inp: TournamentInputs, job: ShardJob, run_id: str, progress: ProgressFactory | None = None) -> list[dict]:
+def backend_settings(cfg: BackendConfig, cpu_threads: int | None) -> BackendConfig:
+    """The params' backend with its CPU threads capped at this process's share of the cores.
+
+    A Dask worker passes its share (``cpu_threads``): two workers on two cores with two
+    torch threads each would run four threads on two cores, which spin and inflate both
+    the wall time and a CPU-time energy estimate.
+    """
+    if cpu_threads and cfg.kind != "openai" and (cfg.torch_threads is None or cfg.torch_threads > cpu_threads):
+        return cfg.model_copy(update={"torch_threads": cpu_threads})
+    return cfg
+
+
+def run_job(inp: TournamentInputs, job: ShardJob, run_id: str, progress: ProgressFactory | None = None,
+            cpu_threads: int | None = None) -> list[dict]:
     """Run one job's batches in this process, metered here; write one shard per batch.
+
+    The model comes from this process's cache (loaded by an earlier job of this run, or now,
+    in its own meter window); a candidate is warmed up once per process, also metered apart.
+    The first shard written after a load or warm-up carries its records (``model_loads``).
 
     Idempotent: a batch whose shard exists (an earlier attempt of this job, on a worker
     that was then lost) is skipped, and rewriting one replaces the file, so no pair is
@@ -206,37 +233,51 @@ def run_job(inp: TournamentInputs, job: ShardJob, run_id: str, progress: Progres
     todo = [b for b in job.batches if not store.path_for(job.key, list(b)).exists()]
     if not todo:
         return []
+    PROCESS_MODELS.begin_run(run_id)  # before the idle measurement: a new run starts with no model loaded
     meter, idle_w, device = _meter_for(inp.energy, run_id)
-    worker = f"{socket.gethostname()}:{os.getpid()}"
+    worker = worker_name()
     rows_by_id = inp.queries.set_index("query_id", drop=False)
-    backend = make_backend(inp.backend, candidate.model, inp.models[candidate.model], inp.models_dir)
+    settings = backend_settings(inp.backend, cpu_threads)
+    spec = inp.models[candidate.model]
+    revision = model_revision(candidate.model, spec, inp.models_dir)
+    held = PROCESS_MODELS.get(
+        stable_hash([settings.model_dump(), candidate.model, spec.model_dump(), revision]), candidate.model,
+        inp.config.models_per_worker, lambda: make_backend(settings, candidate.model, spec, inp.models_dir), meter,
+        {"model": candidate.model, "revision": revision, "candidate_id": candidate.candidate_id})
+    backend = held.backend
     tick = progress(sum(len(b) for b in todo), candidate.candidate_id) if progress else (lambda n: None)
     reports = []
-    try:
-        batches = [rows_by_id.loc[list(b)] for b in todo]
-        for batch in batches[: inp.config.warmup_batches]:  # warm caches/kernels outside any window
-            answer_requests(backend, [build_request(row, candidate, inp.data_dir) for _, row in batch.head(2).iterrows()])
-        for batch in batches:
-            requests = [build_request(row, candidate, inp.data_dir) for _, row in batch.iterrows()]
-            with meter.window() as box:
-                started = time.perf_counter()
-                results = answer_requests(backend, requests)
-            measurement = box[0]
-            shares = attribute_window(measurement, [r.input_tokens for r in results],
-                                      [r.output_tokens for r in results], idle_w, inp.energy.prefill_weight)
-            rows = [_row(row, candidate, backend, res, share, measurement, idle_w, len(batch), run_id,
-                         inp.energy.prefill_weight)
-                    for (_, row), res, share in zip(batch.iterrows(), results, shares)]
-            path = store.write(job.key, rows, {"run_id": run_id, "worker": worker, "device": device,
-                                               "meter": measurement.source, "idle_power_w": idle_w})
-            reports.append({"shard": f"{job.key}/{path.name}", "worker": worker, "rows": len(rows),
-                            "energy_j": float(measurement.energy_j), "window_s": float(measurement.time_s),
-                            "energy_source": measurement.source, "idle_power_w": idle_w,
-                            "meter": measurement.source, "device": device})
-            logger.debug("batch of %d in %.2fs", len(batch), time.perf_counter() - started)
-            tick(len(batch))
-    finally:
-        backend.close()
+    batches = [rows_by_id.loc[list(b)] for b in todo]
+    warmup = batches[: inp.config.warmup_batches] if candidate.candidate_id not in held.warmed else []
+    if warmup:  # caches/kernels warmed once per candidate and process, metered apart from any answer
+        with meter.window() as box:
+            for batch in warmup:
+                answer_requests(backend, [build_request(row, candidate, inp.data_dir)
+                                          for _, row in batch.head(2).iterrows()])
+        PROCESS_MODELS.note("warmup", box[0], {"model": candidate.model, "revision": revision,
+                                               "candidate_id": candidate.candidate_id})
+    held.warmed.add(candidate.candidate_id)
+    for batch in batches:
+        requests = [build_request(row, candidate, inp.data_dir) for _, row in batch.iterrows()]
+        with meter.window() as box:
+            started = time.perf_counter()
+            results = answer_requests(backend, requests)
+        measurement = box[0]
+        shares = attribute_window(measurement, [r.input_tokens for r in results],
+                                  [r.output_tokens for r in results], idle_w, inp.energy.prefill_weight)
+        rows = [_row(row, candidate, backend, res, share, measurement, idle_w, len(batch), run_id,
+                     inp.energy.prefill_weight)
+                for (_, row), res, share in zip(batch.iterrows(), results, shares)]
+        loads = PROCESS_MODELS.take_records()
+        meta = {"run_id": run_id, "worker": worker, "device": device, "meter": measurement.source,
+                "idle_power_w": idle_w, "torch_threads": settings.torch_threads}
+        path = store.write(job.key, rows, {**meta, "model_loads": loads} if loads else meta)
+        reports.append({"shard": f"{job.key}/{path.name}", "worker": worker, "rows": len(rows),
+                        "energy_j": float(measurement.energy_j), "window_s": float(measurement.time_s),
+                        "energy_source": measurement.source, "idle_power_w": idle_w,
+                        "meter": measurement.source, "device": device, "model_loads": loads})
+        logger.debug("batch of %d in %.2fs", len(batch), time.perf_counter() - started)
+        tick(len(batch))
     return reports
 
 
