@@ -101,7 +101,10 @@ class InProcessUpstream(Upstream):
             return GenRequest(prompt=body["prompt"], max_new_tokens=max_new, stop=stop)
         if self.spec.prompt_style == "fewshot":
             opener = " Let's think step by step." if self.style == "cot" else ""
-            return GenRequest(prompt=f"Question: {request.route_text.strip()}\nAnswer:{opener}",
+            # one "Answer:" cue: after a doubled one ("... Answer:\nAnswer:") a base model starts the next
+            # "Question:" at once, and the stop string leaves nothing (gemma3 did, issue 22)
+            question = request.route_text.strip().removesuffix("Answer:").rstrip()
+            return GenRequest(prompt=f"Question: {question}\nAnswer:{opener}",
                               max_new_tokens=max_new, stop=stop + self.fewshot_stop)
         messages = [dict(m) for m in body["messages"]]
         last = max(i for i, m in enumerate(messages) if m["role"] == "user") if any(

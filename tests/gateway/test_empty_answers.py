@@ -111,3 +111,20 @@ def inprocess_gateways(knn_router, tiny_backends):
 
 def test_an_empty_answer_generated_in_process_is_never_a_200(inprocess_gateways):
     _check_gateways(*inprocess_gateways)
+
+
+def test_a_question_that_ends_with_the_cue_gets_it_once(tiny_backends):
+    """A chat rendered for a base model as `Question: ... Answer:` keeps one cue: after a doubled one gemma3
+    began the next "Question:" at once, which its stop string cut to an empty answer."""
+    import json
+
+    from jouleroute.gateway.protocol import parse_request
+
+    spec = CandidateSpec(candidate_id="base", model="m", prompt_style="fewshot", answer_style="direct",
+                         max_new_tokens=6)
+    upstream = InProcessUpstream(spec, tiny_backends[0], EstimateMeter(), threading.Lock())
+    for question in ("Which is a primary color? A. green B. red. Answer:", "Which is a primary color?"):
+        body = {"model": "base", "messages": [{"role": "user", "content": question}]}
+        prompt = upstream.gen_request(parse_request(json.dumps(body).encode(), "chat")).prompt
+        assert prompt.startswith("Question: Which") and prompt.endswith("\nAnswer:")
+        assert prompt.count("Answer:") == 1, prompt
