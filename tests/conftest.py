@@ -1,9 +1,10 @@
 """The two tiers of the suite, and what every tier shares.
 
-Fast unit tests run in-process on tiny data (`make test-fast`). Integration tests start real services
-or whole pipelines: DVC repositories and the CLI in subprocesses, Prefect servers, Dask clusters, the
-gateway's HTTP servers, a browser. They are marked ``integration`` here, by where they live, so the
-tier is decided in one place; `make test` runs both tiers.
+Fast unit tests run in-process on tiny data (`make test-fast`, about 90 s on 2 cores). Integration
+tests start real services or whole pipelines (DVC repositories and the CLI in subprocesses, Prefect
+servers, Dask clusters, HTTP servers, a browser) or real systems that take seconds per test (an MLflow
+store's migrations, a Great Expectations context, a TRL trainer). They are marked ``integration``
+here, by where they live, so the tier is decided in one place; `make test` runs both tiers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ INTEGRATION = {
     "orchestration": "Prefect servers, Dask clusters, a browser on the Prefect UI",
     "gateway": "gateway and upstream HTTP servers on loopback",
     "evaluation/test_mlflow_ui.py": "the MLflow UI server and a browser",
+    "test_ui_ports.py": "`make ui-mlflow` serving on a port",
+    "evaluation/test_mlflow.py": "a full evaluation logged to a real MLflow store",
+    "tracking": "MLflow sqlite stores: created, migrated, copied",
+    "validation": "Great Expectations contexts on real profiles",
+    "training/test_sft_grpo.py": "TRL's SFT and GRPO trainers on a tiny model",
+    "training/test_router_learns.py": "TRL training until the router learns",
 }
 
 # .ci/run sets this, so that CI fails where a developer's machine skips: never a silent skip in CI.
