@@ -85,6 +85,9 @@ class SftConfig(_TrainParams):
     batch_size: int = Field(default=16, ge=1)
     grad_accum: int = Field(default=1, ge=1)
     train_last_layers: int | None = Field(default=2, ge=1)
+    # early exit: the router keeps its base model's first N decoder layers (null: all of them). It then
+    # routes at about N / num_layers of the full model's cost; chosen on val (docs/router-training.md)
+    router_layers: int | None = Field(default=None, ge=1)
     # hard: the label policy's argmax at each λ; soft: fit softmax(s·(p̂ − λ·ê)) at each λ
     # (calibrated logits in principle; lower held-out utility on the replay val split at s = 10)
     targets: Literal["soft", "hard"] = "hard"

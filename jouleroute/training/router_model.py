@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM
 from jouleroute.routing.lm.spec import RouterSpec, label_token_ids, prompt_ids
 from jouleroute.routing.torch_env import load_tokenizer, resolve_device
 from jouleroute.training.policy import PolicyCache
-from jouleroute.training.trunk import TrunkSplit
+from jouleroute.training.trunk import TrunkSplit, keep_first_layers
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,15 @@ class RouterTrainingSetup:
 
 
 def load_setup(model_dir: str | Path, spec: RouterSpec, rows: Sequence[dict], train_last_layers: int | None,
-               device_name: str, cache_dir: Path | None, progress=None) -> RouterTrainingSetup:
-    """The router LM from ``model_dir``, cut at ``train_last_layers``, with features for ``rows``' questions.
+               device_name: str, cache_dir: Path | None, progress=None,
+               keep_layers: int | None = None) -> RouterTrainingSetup:
+    """The router LM from ``model_dir``, its first ``keep_layers`` decoder layers kept (None: all), cut at
+    ``train_last_layers``, with features for ``rows``' questions.
     ``progress(total, label) -> tick``: a bar while features are computed (not when read from the cache)."""
     device = resolve_device(device_name)
     tokenizer = load_tokenizer(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    model = keep_first_layers(model, keep_layers).to(device)
     labels = label_token_ids(tokenizer, spec.labels, spec.candidates)
     split = TrunkSplit(model, train_last_layers)
     prompts = [prompt_ids(spec, tokenizer, r["question"], r["task"]) for r in rows]

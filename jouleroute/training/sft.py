@@ -109,7 +109,8 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
     spec = RouterSpec.load(data_dir)
     targets = label_targets(spec, rows, source)
     fit = soft_targets(spec, rows, source) if cfg.targets == "soft" else targets
-    setup = load_setup(base_model_dir, spec, rows, cfg.train_last_layers, cfg.device, cache_dir, progress)
+    setup = load_setup(base_model_dir, spec, rows, cfg.train_last_layers, cfg.device, cache_dir, progress,
+                       keep_layers=cfg.router_layers)
     cache = policy_cache(setup, rows)
     cache.sft_lambdas, cache.sft_targets = torch.tensor(spec.lambdas, dtype=torch.float32), fit
     examples = []

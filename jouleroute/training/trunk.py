@@ -37,6 +37,25 @@ def _submodel(backbone: nn.Module, start: int, stop: int, norm: nn.Module) -> nn
     return view
 
 
+def keep_first_layers(model: nn.Module, n: int | None) -> nn.Module:
+    """Early exit, in place: keep the first ``n`` decoder layers (None or more than there are: all).
+
+    The router then reads the residual stream after layer ``n`` through the final norm and the
+    label rows of the head; its checkpoint is an ordinary, smaller model (config says ``n``), so
+    routing costs about ``n / num_layers`` of the full model per token.
+    """
+    backbone = model.base_model
+    if n is None or n >= len(backbone.layers):
+        return model
+    if n < 1:
+        raise ValueError(f"router_layers must be >= 1, got {n}")
+    backbone.layers = nn.ModuleList(list(backbone.layers)[:n])
+    model.config.num_hidden_layers = n
+    if getattr(model.config, "layer_types", None):
+        model.config.layer_types = list(model.config.layer_types)[:n]
+    return model
+
+
 class TrunkSplit:
     """The router LM cut into a frozen trunk and ``train_last_layers`` trained top layers."""
 

@@ -81,7 +81,7 @@ def test_untrained_router_only_returns_pool_members(untrained_dir):
 def test_batched_scoring_equals_one_unpadded_pass_per_query(untrained_dir):
     """Left padding, explicit positions and logits_to_keep=1 change nothing: each query's label
     logits equal those of a plain forward pass over its prompt alone."""
-    router = LMRouter(untrained_dir, cfg=RouterConfig(batch_size=3))
+    router = LMRouter(untrained_dir, cfg=RouterConfig(batch_size=3, quantize="none"))  # int8: tests/routing/test_fast_router.py
     frame = queries(6)
     batched = router.score(frame).merit
     for row, prompt in zip(batched, router.prompts(frame)):

@@ -24,3 +24,6 @@ class RouterConfig(StrictModel):
     # torch CPU threads while routing (null: torch's default). On a 2-core box shared with
     # another job two threads made CPU generation slower than one (benchmarks/README.md).
     threads: int | None = Field(default=None, ge=1)
+    # int8: torch dynamic quantization of the decoder's linear layers (CPU only; the label head stays
+    # fp32). auto: int8 on CPU, none on CUDA. Agreement with fp32 is tested (tests/routing/test_fast_router.py).
+    quantize: Literal["auto", "none", "int8"] = "auto"

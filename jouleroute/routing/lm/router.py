@@ -33,6 +33,21 @@ from jouleroute.routing.torch_env import load_tokenizer, resolve_device, set_thr
 log = logging.getLogger(__name__)
 
 
+def quantize_decoder(model):
+    """int8 dynamic quantization of the decoder's linear layers, in place; embeddings and head stay fp32.
+
+    The label head is applied as a slice of the (tied) embedding matrix (``label_logits``), so it must
+    remain a plain weight; the decoder's matrices are where the time goes.
+    """
+    import warnings
+
+    with warnings.catch_warnings():  # torch points to torchao for new code; this API still does the job
+        warnings.simplefilter("ignore")
+        model.base_model.layers = torch.ao.quantization.quantize_dynamic(
+            model.base_model.layers, {torch.nn.Linear}, dtype=torch.qint8)
+    return model
+
+
 class LMRouter(Router):
     """Routes with a fine-tuned LM; ``route(queries, lam=...)`` picks per query under weight λ."""
 
@@ -48,7 +63,13 @@ class LMRouter(Router):
         device = resolve_device(self.cfg.device)
         dtype = torch.bfloat16 if use_bf16(self.cfg.precision, device) else torch.float32
         self.tokenizer = load_tokenizer(self.model_dir, padding_side="left")
-        self.model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=dtype).to(device).eval()
+        model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=dtype).to(device).eval()
+        self.quantized = self.cfg.quantize == "int8" or (self.cfg.quantize == "auto" and device == "cpu")
+        if self.quantized:
+            if device != "cpu":
+                raise ValueError("router.quantize: int8 is CPU-only (torch dynamic quantization); use none or auto")
+            model = quantize_decoder(model)
+        self.model = model
         self.label_ids = label_token_ids(self.tokenizer, self.spec.labels, self.spec.candidates)
         self.default_lam = self.cfg.lam
         self._last: tuple[tuple[str, ...], Scores] | None = None

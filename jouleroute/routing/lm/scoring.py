@@ -17,7 +17,12 @@ import torch
 
 @torch.inference_mode()
 def label_logits(model, prompts: Sequence[Sequence[int]], label_ids: Sequence[int], pad_id: int) -> np.ndarray:
-    """[prompts, labels] logits of the label tokens after each prompt (one left-padded forward pass)."""
+    """[prompts, labels] logits of the label tokens after each prompt (one left-padded forward pass).
+
+    Only the label rows of the output head are applied, to the last position: the full head
+    (49k tokens x hidden) would cost as much as a few decoder layers, and its extras (e.g. a
+    logit soft-cap) are not what training fits (``TrunkSplit.label_logits`` does the same).
+    """
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -26,6 +31,10 @@ def label_logits(model, prompts: Sequence[Sequence[int]], label_ids: Sequence[in
         mask[row, width - len(prompt):] = 1
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
     device = model.device
-    out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-                logits_to_keep=1, use_cache=False)
-    return out.logits[:, -1, list(label_ids)].float().cpu().numpy()
+    last = model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device),
+                            position_ids=positions.to(device), use_cache=False).last_hidden_state[:, -1]
+    head = model.get_output_embeddings()
+    logits = last.float() @ head.weight[list(label_ids)].float().T
+    if getattr(head, "bias", None) is not None:
+        logits = logits + head.bias[list(label_ids)].float()
+    return logits.cpu().numpy()
