@@ -111,15 +111,6 @@ def experiment_id(client: Any, uri: str, name: str) -> str:
     return found.experiment_id
 
 
-def ensure_experiment(uri: str | None, experiment: str) -> None:
-    """Create ``experiment`` (or move its artifacts beside this store)."""
-    if not uri:
-        return
-    from mlflow import MlflowClient
-
-    experiment_id(MlflowClient(tracking_uri=uri), uri, experiment)
-
-
 def energy_label(sources: list[str]) -> str:
     """One ``energy_source`` tag for a set of sources: the source, ``mixed:a+b``, or ``none``."""
     sources = sorted(set(sources))
@@ -215,32 +206,6 @@ def stage_run(uri: str | None, experiment: str, stage: str, tags: dict[str, str]
         client.set_terminated(run.run_id, "FAILED")
         raise
     client.set_terminated(run.run_id, "FINISHED")
-
-
-@contextmanager
-def mlflow_run(uri: str | None, experiment: str, run_name: str, tags: dict[str, str] | None = None,
-               nested: bool = False, start_time_ms: int | None = None) -> Iterator[Any]:
-    """A fluent MLflow run (``mlflow.log_*`` inside), in the experiment this module decides.
-    ``start_time_ms``: when the stage began (see ``stage_run``)."""
-    if not uri:
-        yield None
-        return
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    import mlflow
-
-    ensure_experiment(uri, experiment)
-    mlflow.set_tracking_uri(uri)
-    exp = mlflow.set_experiment(experiment)
-    stage = (tags or {}).get("stage")
-    extra = {RUN_KIND: "stage"} if stage == run_name and not nested else {}
-    if start_time_ms is not None and not nested:  # created with its start time, then made the active run
-        created = mlflow.MlflowClient(tracking_uri=uri).create_run(
-            exp.experiment_id, start_time=start_time_ms, run_name=run_name, tags={**(tags or {}), **extra})
-        active = mlflow.start_run(run_id=created.info.run_id)
-    else:
-        active = mlflow.start_run(run_name=run_name, nested=nested, tags={**(tags or {}), **extra})
-    with active as run:
-        yield run
 
 
 def register_router(uri: str | None, experiment: str, run_id: str, model_dir: Path, tags: dict[str, Any]) -> str | None:

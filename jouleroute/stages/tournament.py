@@ -21,7 +21,7 @@ from jouleroute.provenance import file_sha256, git_sha, hardware, library_versio
 from jouleroute.stages.context import StageContext, write_json
 from jouleroute.tournament.loading import loading_summary
 from jouleroute.tournament.run import JobRunner, TournamentInputs, run_tournament
-from jouleroute.tracking import energy_label, flat_params, mlflow_run
+from jouleroute.tracking import energy_label
 
 logger = logging.getLogger(__name__)
 
@@ -79,32 +79,24 @@ def _run_metadata(ctx: StageContext, profile: pd.DataFrame) -> dict:
 
 
 def _log_to_mlflow(ctx: StageContext, summary: dict, meta: dict) -> None:
+    import tempfile
+
+    from jouleroute.evaluation.plots import plot_candidates
+
     label = energy_label(meta["energy_sources"])
-    with mlflow_run(ctx.tracking_uri, ctx.params.tracking.experiment, "tournament",
-                    {**ctx.tags("tournament"), "energy_source": label}, start_time_ms=ctx.started_ms) as run:
+    sections = ("prepare", "pool", "backend", "energy", "tournament")
+    with ctx.stage_run("tournament", sections=sections, energy_source=label) as run:
         if run is None:
             return
-        import mlflow
-
-        import tempfile
-
-        from jouleroute.evaluation.plots import plot_candidates
-
         with tempfile.TemporaryDirectory() as tmp:
-            mlflow.log_artifact(str(plot_candidates(summary, label, Path(tmp) / "accuracy_vs_energy.png")), "plots")
-        dump = ctx.params.model_dump(mode="json", by_alias=True)
-        params = {}
-        for section in ("prepare", "pool", "backend", "energy", "tournament"):
-            params.update(flat_params(section, dump[section]))
-        mlflow.log_params(params)
-        for cand, stats in summary.items():
-            mlflow.set_tag(f"energy_source.{cand}", stats["energy_source"])
-        mlflow.log_metrics(summary_metrics(summary))  # the same names as in summary.json
-        mlflow.set_tag("energy_sources", ",".join(meta["energy_sources"]))
+            run.log_artifact(plot_candidates(summary, label, Path(tmp) / "accuracy_vs_energy.png"), "plots")
+        run.set_tags({f"energy_source.{cand}": stats["energy_source"] for cand, stats in summary.items()})
+        run.log_metrics(summary_metrics(summary))  # the same names as in summary.json
+        run.set_tags({"energy_sources": ",".join(meta["energy_sources"])})
         loading = meta["model_loading"]  # apart from the per-query figures above, with its own label
-        mlflow.log_metrics({f"model_loading.{phase}_{key}": loading[phase][key] for phase in ("load", "warmup")
-                            for key in ("count", "time_s", "energy_j")})
-        mlflow.set_tag("model_loading.energy_source", loading["load"]["energy_source"] or "none")
-        mlflow.log_text(summary_table(summary), "profile_summary.md")
-        mlflow.log_dict(summary, "profile_summary.json")
-        mlflow.log_dict(meta, "run_metadata.json")
+        run.log_metrics({f"model_loading.{phase}_{key}": loading[phase][key] for phase in ("load", "warmup")
+                         for key in ("count", "time_s", "energy_j")})
+        run.set_tags({"model_loading.energy_source": loading["load"]["energy_source"] or "none"})
+        run.log_text(summary_table(summary), "profile_summary.md")
+        run.log_dict(summary, "profile_summary.json")
+        run.log_dict(meta, "run_metadata.json")
