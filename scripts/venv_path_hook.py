@@ -14,9 +14,9 @@ import sysconfig
 from pathlib import Path
 
 NAME = "jouleroute-venv-path.pth"
-HOOK = ("import os, sys; d = os.path.dirname(os.path.abspath(sys.executable)); "
+HOOK = ("import os, sys; d = os.path.dirname(os.path.abspath(sys.executable)) if sys.executable else ''; "
         "p = os.environ.get('PATH', ''); "
-        "os.environ['PATH'] = p if p.split(os.pathsep)[:1] == [d] else d + os.pathsep + p\n")
+        "os.environ['PATH'] = p if not d or p.split(os.pathsep)[:1] == [d] else d + os.pathsep + p\n")
 
 
 def main() -> None:

@@ -49,9 +49,11 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
     runs_page = (f"/#/experiments/{experiment}/runs?searchFilter=tags.run_kind%20%3D%20%27stage%27" if experiment
                  else "  (filter: tags.run_kind = 'stage')")
     (mlflow, mlflow_from), (prefect, prefect_from) = ui_port(ctx.root, "mlflow"), ui_port(ctx.root, "prefect")
-    print(f"\nopen the UIs (ports: MLflow {mlflow_from}; Prefect {prefect_from}):")
-    print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent} PORT={mlflow}  -> http://127.0.0.1:{mlflow}{runs_page}")
-    print(f"  Prefect: make ui-prefect PORT={prefect}  -> http://127.0.0.1:{prefect}   (schedules: jouleroute flow --help)")
+    print("\nopen the UIs:")
+    print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent} PORT={mlflow}  -> http://127.0.0.1:{mlflow}{runs_page}"
+          f"   (port: {mlflow_from})")
+    print(f"  Prefect: make ui-prefect PORT={prefect}  -> http://127.0.0.1:{prefect}   (port: {prefect_from}; "
+          "schedules: jouleroute flow --help)")
     print("  DVC:     dvc metrics show ; dvc exp show --only-changed --drop '.*/.*' ; dvc plots show (static PNGs)")
 
 
