@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,6 @@ def model_revision(name: str, spec: ModelSpec, models_dir: Path) -> str:
 @dataclass
 class Held:
     backend: Backend
-    model: str
     warmed: set[str] = field(default_factory=set)  # candidates already warmed up on it
 
 
@@ -59,6 +59,7 @@ class ModelCache:
         self.held: OrderedDict[str, Held] = OrderedDict()
         self.unreported: list[dict] = []  # load/warm-up records no shard has carried yet
         self.loads = 0  # models loaded by this process during the current run
+        self.lock = threading.RLock()  # a worker with several threads must not load one model twice
 
     def begin_run(self, run_id: str) -> None:
         """A new run starts from nothing: idle power is measured before any model is loaded."""
@@ -66,21 +67,21 @@ class ModelCache:
             self.release()
             self.run_id, self.unreported, self.loads = run_id, [], 0
 
-    def get(self, key: str, model: str, capacity: int, build: Callable[[], Backend], meter,
-            record: dict) -> Held:
+    def get(self, key: str, capacity: int, build: Callable[[], Backend], meter, record: dict) -> Held:
         """The model for ``key``: kept from an earlier job, or built now in a metered window."""
-        if key in self.held:
-            self.held.move_to_end(key)
+        with self.lock:
+            if key in self.held:
+                self.held.move_to_end(key)
+                return self.held[key]
+            while len(self.held) >= capacity:
+                _, old = self.held.popitem(last=False)
+                old.backend.close()  # frees its memory (GPU included) before the next model arrives
+            with meter.window() as box:
+                backend = build()
+            self.held[key] = Held(backend)
+            self.loads += 1
+            self.note("load", box[0], record)
             return self.held[key]
-        while len(self.held) >= capacity:
-            _, old = self.held.popitem(last=False)
-            old.backend.close()  # frees its memory (GPU included) before the next model arrives
-        with meter.window() as box:
-            backend = build()
-        self.held[key] = Held(backend, model)
-        self.loads += 1
-        self.note("load", box[0], record)
-        return self.held[key]
 
     def note(self, phase: str, measurement, record: dict) -> None:
         self.unreported.append({**record, "phase": phase, "time_s": float(measurement.time_s),
@@ -93,9 +94,10 @@ class ModelCache:
 
     def release(self) -> None:
         """Close every held model (end of a serial run, end of a Dask run, a new run)."""
-        while self.held:
-            _, held = self.held.popitem(last=False)
-            held.backend.close()
+        with self.lock:
+            while self.held:
+                _, held = self.held.popitem(last=False)
+                held.backend.close()
 
 
 PROCESS_MODELS = ModelCache()

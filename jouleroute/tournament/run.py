@@ -214,6 +214,20 @@ def backend_settings(cfg: BackendConfig, cpu_threads: int | None) -> BackendConf
     return cfg
 
 
+def _held_model(inp: TournamentInputs, candidate: CandidateSpec, settings: BackendConfig, meter):
+    """This process's model for ``candidate``: kept from an earlier job of the run, or loaded now, metered apart.
+
+    Keyed by what decides the loaded weights and how they run: two candidates asking the
+    same model share it; new weights (another conversion, revision or folder) load again.
+    """
+    spec = inp.models[candidate.model]
+    revision = model_revision(candidate.model, spec, inp.models_dir)
+    key = stable_hash([settings.model_dump(), candidate.model, spec.model_dump(), revision])
+    record = {"model": candidate.model, "revision": revision, "candidate_id": candidate.candidate_id}
+    build = lambda: make_backend(settings, candidate.model, spec, inp.models_dir)  # noqa: E731
+    return PROCESS_MODELS.get(key, inp.config.models_per_worker, build, meter, record), record
+
+
 def run_job(inp: TournamentInputs, job: ShardJob, run_id: str, progress: ProgressFactory | None = None,
             cpu_threads: int | None = None) -> list[dict]:
     """Run one job's batches in this process, metered here; write one shard per batch.
@@ -238,12 +252,7 @@ def run_job(inp: TournamentInputs, job: ShardJob, run_id: str, progress: Progres
     worker = worker_name()
     rows_by_id = inp.queries.set_index("query_id", drop=False)
     settings = backend_settings(inp.backend, cpu_threads)
-    spec = inp.models[candidate.model]
-    revision = model_revision(candidate.model, spec, inp.models_dir)
-    held = PROCESS_MODELS.get(
-        stable_hash([settings.model_dump(), candidate.model, spec.model_dump(), revision]), candidate.model,
-        inp.config.models_per_worker, lambda: make_backend(settings, candidate.model, spec, inp.models_dir), meter,
-        {"model": candidate.model, "revision": revision, "candidate_id": candidate.candidate_id})
+    held, record = _held_model(inp, candidate, settings, meter)
     backend = held.backend
     tick = progress(sum(len(b) for b in todo), candidate.candidate_id) if progress else (lambda n: None)
     reports = []
@@ -254,8 +263,7 @@ def run_job(inp: TournamentInputs, job: ShardJob, run_id: str, progress: Progres
             for batch in warmup:
                 answer_requests(backend, [build_request(row, candidate, inp.data_dir)
                                           for _, row in batch.head(2).iterrows()])
-        PROCESS_MODELS.note("warmup", box[0], {"model": candidate.model, "revision": revision,
-                                               "candidate_id": candidate.candidate_id})
+        PROCESS_MODELS.note("warmup", box[0], record)
     held.warmed.add(candidate.candidate_id)
     for batch in batches:
         requests = [build_request(row, candidate, inp.data_dir) for _, row in batch.iterrows()]
