@@ -11,6 +11,8 @@
   filter); evaluation children are ``run_kind=family`` / ``router``.
 * :func:`register_router` adds a Model Registry version per trained router: a small
   pointer (path, weight hashes, λ range), not a copy of the weights.
+* :func:`register_champion` registers the router chosen on val (any family) and points the alias
+  ``champion`` at it; :func:`champion` reads it back (``jouleroute serve`` serves it by default).
 """
 
 from __future__ import annotations
@@ -240,6 +242,57 @@ def register_router(uri: str | None, experiment: str, run_id: str, model_dir: Pa
 
 def registered_name(experiment: str) -> str:
     return ROUTER_MODEL if experiment == "jouleroute" else f"{ROUTER_MODEL}-{experiment}"
+
+
+CHAMPION_MODEL = "jouleroute-champion"  # registered model of the routers chosen on val, any family
+CHAMPION_ALIAS = "champion"
+
+
+def champion_name(experiment: str) -> str:
+    return CHAMPION_MODEL if experiment == "jouleroute" else f"{CHAMPION_MODEL}-{experiment}"
+
+
+def register_champion(uri: str | None, experiment: str, run_id: str, pointer: dict[str, Any],
+                      tags: dict[str, Any]) -> str | None:
+    """A new version of the champion model, pointing at the chosen router, and the alias ``champion`` on it.
+
+    ``pointer`` says how to load it (``family``; an LM router's ``model_dir`` relative to the repository;
+    a baseline is refitted from the profile's train split with the params' ``baselines`` section, as the
+    evaluate stage fitted it) and is logged as ``champion/pointer.json`` in ``run_id``; ``tags`` (the val
+    figures) go on the version. Returns the version number.
+    """
+    if not uri:
+        return None
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient(tracking_uri=uri)
+    name = champion_name(experiment)
+    client.log_dict(run_id, pointer, "champion/pointer.json")
+    try:
+        client.create_registered_model(name, description="the router chosen on val (best mean val utility over "
+                                                         "the trained λ grid, any family); alias 'champion'")
+    except MlflowException:
+        pass  # already registered
+    version = client.create_model_version(name, source=f"{client.get_run(run_id).info.artifact_uri}/champion",
+                                          run_id=run_id, tags={k: str(v) for k, v in {**pointer, **tags}.items()})
+    client.set_registered_model_alias(name, CHAMPION_ALIAS, version.version)
+    return str(version.version)
+
+
+def champion(uri: str | None, experiment: str) -> dict[str, str] | None:
+    """The tags of the version aliased ``champion`` (its pointer and val figures, plus ``version``), or
+    ``None`` when the store has none (tracking off, no store, or no selection made yet)."""
+    if not uri or (uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists()):
+        return None
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        found = MlflowClient(tracking_uri=uri).get_model_version_by_alias(champion_name(experiment), CHAMPION_ALIAS)
+    except MlflowException:
+        return None
+    return {**found.tags, "version": str(found.version), "name": found.name}
 
 
 def tag_latest_router(uri: str | None, experiment: str, tags: dict[str, Any]) -> str | None:

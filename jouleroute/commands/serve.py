@@ -31,16 +31,21 @@ def load_gateway_config(ctx: StageContext, config: str | None):
         raise ParamsError(f"{path}: not a valid gateway config: {error}") from None
 
 
+def with_address(cfg, host: str | None, port: int | None):
+    """``cfg`` with the command line's --host/--port. Only what was set is carried over, so that a config
+    without ``router`` still serves the champion (gateway/build.py) after the address changes."""
+    update = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    return cfg.model_validate(cfg.model_dump(exclude_unset=True) | update) if update else cfg
+
+
 def serve_command(ctx: StageContext, args) -> None:
     import uvicorn
 
     from jouleroute.gateway.app import create_app
     from jouleroute.gateway.build import build_gateway
 
-    cfg = load_gateway_config(ctx, getattr(args, "config", None))
-    update = {k: v for k, v in (("host", getattr(args, "host", None)), ("port", getattr(args, "port", None)))
-              if v is not None}
-    cfg = cfg.model_validate(cfg.model_dump() | update) if update else cfg
+    cfg = with_address(load_gateway_config(ctx, getattr(args, "config", None)), getattr(args, "host", None),
+                       getattr(args, "port", None))
     try:
         gateway = build_gateway(ctx.params, ctx.root, cfg)
     except (ValueError, FileNotFoundError) as error:

@@ -211,8 +211,10 @@ def run_evaluate(
     run_tags: dict[str, str] | None = None,
     experiment_name: str = "jouleroute",
     started_ms: int | None = None,
+    selection: dict | None = None,
 ) -> EvaluationResult:
-    """Evaluate ``runs`` on split ``cfg.split``; write outputs under ``out_dir``; log to MLflow if asked."""
+    """Evaluate ``runs`` on split ``cfg.split``; write outputs under ``out_dir``; log to MLflow if asked.
+    ``selection``: the champion chosen on val (selection.py), reported beside the test figures."""
     from jouleroute.evaluation.report import clean, write_outputs  # matplotlib import only when writing
 
     profile = pd.read_parquet(profile) if isinstance(profile, (str, Path)) else profile
@@ -221,6 +223,8 @@ def run_evaluate(
     report = clean(evaluate_outcomes(matrix, runs, cfg))
     report["config"] = cfg.model_dump(mode="json")
     report["provenance"] = dict(run_tags or {})
+    if selection:
+        report["selection"] = clean(selection)
     metrics, paths = write_outputs(report, Path(out_dir), cfg)
     result = EvaluationResult(metrics=metrics, report=report, paths=paths)
     if tracking_uri:

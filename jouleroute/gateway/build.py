@@ -1,8 +1,10 @@
 """Build a gateway from params: the router, the upstreams and the keys its config names.
 
 With an empty ``gateway`` section this is the embedded default of ``jouleroute serve``: the
-pool's candidates generated in-process (one loaded model per pool model) behind the trained
-LM router of ``paths.grpo_dir/model``, energy metered with the ``energy`` section's meter.
+pool's candidates generated in-process (one loaded model per pool model) behind the router the
+evaluate stage chose on val and registered in MLflow under the alias ``champion`` (any family;
+the trained LM router of ``paths.grpo_dir/model`` when the store has no champion), energy metered
+with the ``energy`` section's meter. A ``gateway.router`` in the config always wins.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from jouleroute.backends import BackendConfig
 from jouleroute.energy import EnergyConfig, make_meter
 from jouleroute.energy.base import Meter
 from jouleroute.gateway.auth import KeyStore
-from jouleroute.gateway.config import LOOPBACK_HOSTS, GatewayConfig, UpstreamConfig
+from jouleroute.gateway.config import LOOPBACK_HOSTS, GatewayConfig, GatewayRouterConfig, UpstreamConfig
 from jouleroute.gateway.energy import ExpectedEnergy
 from jouleroute.gateway.routers import GatewayRouter, ScoringGatewayRouter, lm_gateway_router
 from jouleroute.gateway.service import Gateway
@@ -24,6 +26,7 @@ from jouleroute.gateway.remote import RemoteUpstream
 from jouleroute.gateway.upstreams import InProcessUpstream, Upstream
 from jouleroute.paths import PathsConfig
 from jouleroute.pool import CandidateSpec, ModelSpec
+from jouleroute.provenance import stable_hash
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.routing.lm.config import RouterConfig
 
@@ -32,6 +35,11 @@ logger = logging.getLogger(__name__)
 
 class TrainedRange(Protocol):
     lambdas: Sequence[float]
+
+
+class Tracking(Protocol):
+    enabled: bool
+    experiment: str
 
 
 class Params(Protocol):
@@ -47,6 +55,7 @@ class Params(Protocol):
     router: RouterConfig
     baselines: BaselinesConfig
     gateway: GatewayConfig
+    tracking: Tracking  # where the champion is registered
 
     @property
     def candidate_ids(self) -> list[str]: ...
@@ -59,8 +68,32 @@ def check_exposure(cfg: GatewayConfig, keys: KeyStore) -> None:
                          f"${cfg.auth.keys_env}); set keys, bind to 127.0.0.1, or set gateway.auth.allow_anonymous")
 
 
+def champion_router(p: Params, root: Path) -> GatewayRouterConfig | None:
+    """The router registered under the alias ``champion`` (the evaluate stage's choice on val), as the
+    router config that builds it; ``None`` when tracking is off or the store holds no champion."""
+    from jouleroute.tracking import champion, tracking_uri
+
+    if not p.tracking.enabled:
+        return None
+    found = champion(tracking_uri(p.paths.resolve("mlflow_db", root)), p.tracking.experiment)
+    if found is None:
+        return None
+    family = found["family"]
+    if family != "lm" and found.get("baselines_hash") != stable_hash(
+            {"baselines": p.baselines.model_dump(mode="json", by_alias=True)}):
+        logger.warning("the champion %s was chosen with other `baselines` params than these; it is refitted with "
+                       "these (rerun `make run` to choose again)", family)
+    logger.info("serving the champion: %s (%s version %s, mean val utility %s, margin over %s: %s)",
+                family if family != "lm" else f"lm/{found.get('checkpoint')}", found["name"], found["version"],
+                found.get("val_utility"), found.get("runner_up"), found.get("margin"))
+    return GatewayRouterConfig(kind=family, path=found.get("model_dir") or None) if family == "lm" \
+        else GatewayRouterConfig(kind=family)
+
+
 def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> GatewayRouter:
     rc = cfg.router
+    if "router" not in cfg.model_fields_set:  # no router configured: the champion, when there is one
+        rc = champion_router(p, root) or rc
     low, high = min(p.router_data.lambdas), max(p.router_data.lambdas)
     if rc.kind == "lm":
         from jouleroute.routing.lm.router import LMRouter

@@ -1,7 +1,9 @@
-"""Stage `evaluate`: accuracy vs energy for routers, baselines, oracle.
+"""Stage `evaluate`: accuracy vs energy for routers, baselines, oracle; the champion, chosen on val.
 
 On the test split: every single candidate, random, oracle, kNN/MLP/MF baselines and the LM
-router over the lambda sweep; AIQ, APGR, savings captured, phase transition, plots, MLflow.
+router over the lambda sweep; AIQ, APGR, savings captured, phase transition, the LM router's
+paired-bootstrap CI against each baseline, plots, MLflow. On val only: the router to deploy
+(family and checkpoint), registered in MLflow under the alias `champion`.
 """
 
 from __future__ import annotations
@@ -50,11 +52,13 @@ def evaluate_stage(ctx: StageContext):
         update={"cache_dir": str(ctx.path("embedding_cache"))})})
     learned = [family for family in LEARNED_FAMILIES if family in baselines.families]
     tick = ctx.progress(len(learned), "baselines (embed, fit, route)") if learned else None
+    fitted = {}
     for family in learned:
         train_profile = _sample_train(profile, baselines.train_split, baselines.max_train_queries, baselines.seed)
-        router = build_router(family, train_profile, queries, candidates, baselines, meter=meter)
+        router = fitted[family] = build_router(family, train_profile, queries, candidates, baselines, meter=meter)
         runs += _swept_runs(family, router.score(test_queries), lambdas)
         tick(1)
+    selection = select_champion(ctx, fitted if baselines.train_split == "train" else {})
     if "random" in baselines.families:
         reference = _reference_run(lm_runs, p.router.lam)
         mix = mix_of(reference.decisions) if reference else None
@@ -63,8 +67,9 @@ def evaluate_stage(ctx: StageContext):
     logger.info("evaluating %d router runs on %d %s queries", len(runs), len(test_queries), split)
     result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"),
                           tracking_uri=ctx.tracking_uri, run_tags=ctx.tags("evaluate"),
-                          experiment_name=p.tracking.experiment, started_ms=ctx.started_ms)
+                          experiment_name=p.tracking.experiment, started_ms=ctx.started_ms, selection=selection)
     write_headline(ctx, result)
+    register(ctx, selection, result.mlflow_run_id)
     if lm_runs and result.mlflow_run_id:
         family = result.metrics["families"].get("lm", {})
         tag_latest_router(ctx.tracking_uri, p.tracking.experiment,
@@ -72,6 +77,42 @@ def evaluate_stage(ctx: StageContext):
                            "evaluate_run_id": result.mlflow_run_id})
     logger.info("evaluation written to %s", ctx.path("evaluate_dir"))
     return result
+
+
+def select_champion(ctx: StageContext, baselines: dict) -> dict | None:
+    """The router to deploy, chosen on val among the LM checkpoints and the ``baselines`` fitted on train
+    (evaluation/selection.py); test plays no part. A baseline fitted on another split is not a contender."""
+    from jouleroute.evaluation.selection import choose
+
+    selection = choose(ctx.path("router_data_dir") / "val.jsonl", ctx.path("grpo_dir") / "metrics.json",
+                       {"sft": ctx.path("sft_dir") / "model", "grpo": lm_router_dir(ctx)}, baselines,
+                       ctx.params.grpo.energy_norm, ctx.root)
+    if selection and ctx.tracking_uri:
+        from jouleroute.tracking import CHAMPION_ALIAS, champion_name
+
+        selection |= {"registered_model": champion_name(ctx.params.tracking.experiment), "alias": CHAMPION_ALIAS}
+    return selection
+
+
+def register(ctx: StageContext, selection: dict | None, run_id: str | None) -> None:
+    """The champion in the Model Registry (alias ``champion``), with its val figures as tags."""
+    if not selection or not run_id:
+        return
+    from jouleroute.tracking import register_champion
+
+    win = selection["winner"]
+    pointer = {"family": win["family"], "checkpoint": win["checkpoint"], "model_dir": win["model_dir"] or "",
+               "baselines_hash": ctx.section_hash("baselines")}
+    tags = {"val_utility": win["val_utility"], "runner_up": selection["runner_up"], "margin": selection["margin"],
+            "best_other_family": selection["best_other_family"],
+            "margin_over_other_family": selection["margin_over_other_family"],
+            "lambdas": ",".join(f"{x:g}" for x in selection["lambdas"]), "energy_norm": selection["energy_norm"],
+            "n_val_queries": selection["n_val_queries"], "evaluate_run_id": run_id,
+            "git_sha": ctx.tags("evaluate")["git_sha"]}
+    tags |= {f"val_utility.{c['name']}": c["val_utility"] for c in selection["contenders"]}
+    version = register_champion(ctx.tracking_uri, ctx.params.tracking.experiment, run_id, pointer, tags)
+    logger.info("champion %s registered as %s version %s (alias %s)", win["name"], selection["registered_model"],
+                version, selection["alias"])
 
 
 def _swept_runs(family: str, scores: Scores, lambdas: list[float]) -> list[RouterRun]:

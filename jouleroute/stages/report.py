@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from jouleroute.evaluation.report import comparison_lines, selection_lines
 from jouleroute.evaluation.task_table import load_model_cards, per_task_table, task_winners
 from jouleroute.stages.context import StageContext
 
@@ -58,6 +59,8 @@ def report_stage(ctx: StageContext) -> Path:
         *headline,
         "",
         *_router_table(report),
+        *comparison_lines(report.get("aiq_difference")),  # LM − each baseline, paired-bootstrap CI
+        *selection_lines(report.get("selection")),  # the champion `jouleroute serve` serves
     ]
     out = ctx.root / DOC
     out.parent.mkdir(parents=True, exist_ok=True)

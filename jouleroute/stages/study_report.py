@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from jouleroute.evaluation.report import comparison_lines, selection_lines
 from jouleroute.stages.context import StageContext
 
 TARGET_ACC_POINTS = 0.01  # within 1 accuracy point of the best single open model
@@ -61,6 +62,8 @@ def study_report_stage(ctx: StageContext) -> Path:
                      f"{'yes' if s.get('on_frontier') else 'no'} |")
     out.parent.mkdir(parents=True, exist_ok=True)
     lines += ["", "## Targets", ""] + _targets(report, routers, singles, best_name, view)
+    lines += comparison_lines(report.get("aiq_difference"))  # LM − each baseline, paired-bootstrap CI
+    lines += selection_lines(report.get("selection"))  # which family won on val, by how much
     lines += _lm_mix(report, view, out.with_name(f"{out.stem}-lm-mix.png"), ctx.root)
     lines += _heldout(ctx.path("grpo_dir") / "metrics.json")
     lines += _sft_vs_grpo(ctx.path("grpo_dir") / "metrics.json")
@@ -97,6 +100,11 @@ def _targets(report: dict, routers: dict, singles: dict, best_name: str, view: s
     out.append(f"- Mandatory: ≥ 4 distinct operating points across the λ sweep and a detected λ*: "
                f"{verdict(len(points) >= 4 and lam_star is not None)} ({len(points)} points; λ* = "
                f"{'none' if lam_star is None else f'{lam_star:.3g}'}).")
+    ci = report.get("aiq_difference", {}).get("families", {}).get(top) if top is not None else None
+    if ci:
+        out.append(f"- Stretch: the paired-bootstrap CI of LM − {top} (the best baseline) excludes 0: "
+                   f"{verdict(ci['ci_low'] > 0)} ({ci['difference']:+.4f}, CI [{ci['ci_low']:+.4f}, "
+                   f"{ci['ci_high']:+.4f}]).")
     if top is not None and lm_aiq is not None:
         ratio = f"{lm_aiq / baselines[top]:.3f} ×" if baselines[top] > 0 else "best baseline AIQ is 0"
         out.append(f"- Stretch: LM AIQ ≥ 1.05 × the best baseline's: {verdict(lm_aiq >= 1.05 * baselines[top])} "

@@ -1,0 +1,144 @@
+"""Choose the router to deploy on val: the family and checkpoint with the best mean val utility.
+
+Every contender is scored the same way, by ``label_accuracy`` (the held-out check of the sft and grpo
+stages) on router_data's ``val.jsonl``: one row per (val query, λ of the trained grid), with every
+candidate's real outcome and energy. A contender's figure at λ is the mean over the val queries of
+
+    correct(chosen) − λ · normalized energy(chosen)        (``routing.utility``, ``grpo.energy_norm``)
+
+and its val utility is the mean over the trained λ grid. The LM router's checkpoints (sft, and grpo
+when its weights were kept) bring the figures their stages measured; a learned baseline, fitted on
+the train split, is scored once on the val queries (``Router.score``) and decided at each λ. The test
+split is never an input: the val rows come from router_data, which drops test on entry.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from jouleroute.evaluation.label_eval import label_accuracy, load_rows
+from jouleroute.routing.base import Router, RoutingDecisions, Scores
+
+logger = logging.getLogger(__name__)
+
+FIT = "fit"  # the checkpoint name of a baseline: fitted on the train split when the stage runs
+
+
+@dataclass(frozen=True)
+class Contender:
+    family: str
+    checkpoint: str  # "sft" / "grpo" for the LM router, "fit" for a learned baseline
+    by_lambda: dict[str, float]  # λ (as val.jsonl writes it) -> mean val utility
+    model_dir: str | None = None  # where the LM router's weights are (None for a baseline)
+    note: str = field(default="", compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.family if self.checkpoint == FIT else f"{self.family}/{self.checkpoint}"
+
+    @property
+    def val_utility(self) -> float:
+        return float(np.mean(list(self.by_lambda.values())))
+
+
+class _Decided(Router):
+    """A router whose scores are already known: ``route`` decides them for the rows it is given."""
+
+    def __init__(self, scores: Scores):
+        super().__init__(scores.candidates)
+        self.scores, self.position = scores, {q: i for i, q in enumerate(scores.query_ids)}
+
+    def score(self, queries: pd.DataFrame) -> Scores:
+        return self.scores
+
+    def route(self, queries: pd.DataFrame, lam: float | None = None) -> RoutingDecisions:
+        picks = self.scores.choices(lam)
+        chosen = [self.scores.candidates[picks[self.position[q]]] for q in queries["query_id"].astype(str)]
+        return RoutingDecisions(list(queries["query_id"].astype(str)), chosen)
+
+
+def val_queries(val_rows: Sequence[Mapping]) -> pd.DataFrame:
+    """The val queries of the rows (one per query, in first-seen order): what a router reads."""
+    frame = pd.DataFrame(list(val_rows))
+    return frame.drop_duplicates("query_id")[["query_id", "task", "question"]].reset_index(drop=True)
+
+
+def by_lambda(check: dict) -> dict[str, float]:
+    return {lam: float(row["router_utility"]) for lam, row in check.get("by_lambda", {}).items()}
+
+
+def baseline_contender(family: str, router: Router, val_rows: Sequence[Mapping], energy_norm: str) -> Contender:
+    """A fitted baseline scored once on the val queries, decided at every λ of the rows."""
+    meter = getattr(router, "meter", None)
+    router.meter = None  # its decisions are what count here; its own cost is metered on test
+    try:
+        scores = router.score(val_queries(val_rows))
+    finally:
+        router.meter = meter
+    return Contender(family, FIT, by_lambda(label_accuracy(_Decided(scores), val_rows, energy_norm=energy_norm)))
+
+
+def lm_contenders(grpo_metrics: dict, model_dirs: Mapping[str, Path], root: Path) -> list[Contender]:
+    """The LM router's checkpoints with the held-out figures the grpo stage measured: sft, and grpo when
+    its weights were kept (otherwise ``grpo_dir/model`` holds the sft weights: one contender, not two)."""
+    checks = {"sft": grpo_metrics.get("heldout_sft")}
+    if grpo_metrics.get("kept", "grpo") == "grpo":
+        checks["grpo"] = grpo_metrics.get("heldout")
+    out = []
+    for name, check in checks.items():
+        model_dir = Path(model_dirs[name])
+        if not check or not (model_dir / "config.json").is_file():
+            logger.warning("selection: no %s LM router (held-out figures or weights at %s missing); left out",
+                           name, model_dir)
+            continue
+        shown = model_dir.relative_to(root) if model_dir.is_relative_to(root) else model_dir
+        out.append(Contender("lm", name, by_lambda(check), str(shown)))
+    return out
+
+
+def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int) -> dict:
+    """The best contender by mean val utility (ties: the first listed), the runner-up and the margins."""
+    if not contenders:
+        raise ValueError("no contender to select from")
+    grids = {c.name: sorted(c.by_lambda, key=float) for c in contenders}
+    first = next(iter(grids.values()))
+    odd = {n: g for n, g in grids.items() if g != first}
+    if odd:
+        raise ValueError(f"contenders were scored on different λ grids: {first} vs {odd}; rerun router_data, sft "
+                         "and grpo so that every figure comes from the same val.jsonl")
+    ranked = sorted(contenders, key=lambda c: -c.val_utility)  # stable: ties keep the given order
+    win = ranked[0]
+    others = [c for c in ranked if c.family != win.family]
+    out = {"winner": {"name": win.name, "family": win.family, "checkpoint": win.checkpoint,
+                      "val_utility": win.val_utility, "model_dir": win.model_dir},
+           "runner_up": ranked[1].name if len(ranked) > 1 else None,
+           "margin": win.val_utility - ranked[1].val_utility if len(ranked) > 1 else None,
+           "best_other_family": others[0].name if others else None,
+           "margin_over_other_family": win.val_utility - others[0].val_utility if others else None,
+           "lambdas": [float(x) for x in first], "energy_norm": energy_norm, "n_val_queries": n_val_queries,
+           "contenders": [{"name": c.name, "family": c.family, "checkpoint": c.checkpoint,
+                           "val_utility": c.val_utility, "by_lambda": dict(c.by_lambda)} for c in ranked]}
+    logger.info("champion on val: %s (mean val utility %.4f; runner-up %s, margin %s)", win.name, win.val_utility,
+                out["runner_up"], "n/a" if out["margin"] is None else f"{out['margin']:+.4f}")
+    return out
+
+
+def choose(val_path: Path, grpo_metrics_path: Path, lm_model_dirs: Mapping[str, Path],
+           baselines: Mapping[str, Router], energy_norm: str, root: Path) -> dict | None:
+    """Read the val rows and the LM's held-out figures, score the fitted ``baselines`` on val, and select.
+    ``None`` when there are no val rows (nothing to select on)."""
+    rows = load_rows(val_path) if Path(val_path).exists() else []
+    if not rows:
+        logger.warning("selection: no val rows at %s; no champion is chosen", val_path)
+        return None
+    metrics = json.loads(Path(grpo_metrics_path).read_text()) if Path(grpo_metrics_path).exists() else {}
+    contenders = lm_contenders(metrics, lm_model_dirs, root)
+    contenders += [baseline_contender(f, router, rows, energy_norm) for f, router in baselines.items()]
+    return select(contenders, energy_norm, len({r["query_id"] for r in rows}))

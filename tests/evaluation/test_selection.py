@@ -1,0 +1,139 @@
+"""The champion is chosen on val (evaluation/selection.py, in the evaluate stage) and never reads test.
+
+The stage test runs the real evaluate stage on a small synthetic profile: real router_data val rows,
+real kNN/MLP/MF baselines (hashing embedder, nothing downloaded). Tracking is off there (MLflow's
+store setup and logging would be most of its time); registering the champion and serving it are tested
+in tests/gateway/test_champion.py, on a real store. No LM router is trained here (that takes minutes);
+its checkpoints enter the selection through the grpo stage's held-out figures, tested on their own below.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from jouleroute.evaluation.label_eval import load_rows
+from jouleroute.evaluation.selection import (Contender, baseline_contender, lm_contenders, select, val_queries)
+from jouleroute.routing.baselines.config import BaselinesConfig
+from jouleroute.routing.registry import build_router
+from jouleroute.routing.utility import utilities
+from tests.evaluation.conftest import profile_rows
+
+SKILL = {"small": 0.35, "medium": 0.6, "large": 0.9}
+ENERGY = {"small": 1.0, "medium": 4.0, "large": 12.0}
+WORDS = ["apple", "river", "stone", "cloud", "ember", "frost"]
+
+
+def _data(n: int = 120, seed: int = 4) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Queries whose words tell their difficulty (so the baselines can learn); 60 train, 30 val, 30 test."""
+    rng = np.random.default_rng(seed)
+    difficulty = rng.uniform(0, 1, n)
+    qids = [f"q{i:03d}" for i in range(n)]
+    tasks = ["mmlu" if i % 2 else "gsm8k" for i in range(n)]
+    splits = ["train" if i < 60 else "val" if i < 90 else "test" for i in range(n)]
+    questions = [f"{WORDS[int(d * len(WORDS))]} {WORDS[int(d * len(WORDS))]} question {i}" for i, d in
+                 enumerate(difficulty)]
+    correct = {c: difficulty < s for c, s in SKILL.items()}
+    energy = {c: e * (1 + 0.1 * rng.uniform(-1, 1, n)) for c, e in ENERGY.items()}
+    profile = profile_rows(qids, tasks, splits, correct, energy)
+    queries = pd.DataFrame({"query_id": qids, "task": tasks, "split": splits, "question": questions})
+    return profile, queries
+
+
+def _stage_repo(root: Path, profile: pd.DataFrame, queries: pd.DataFrame):
+    from jouleroute.config import load_params
+    from jouleroute.stages.context import StageContext
+    from jouleroute.training.config import RouterDataConfig
+    from jouleroute.training.router_data import run_router_data
+
+    params = {"profile_source": "replay", "energy": {"meter": "estimate"},
+              "baselines": {"families": ["knn", "mlp", "mf"], "embedding": {"model": "hashing"}},
+              "evaluate": {"plots": False, "bootstrap_samples": 50}, "tracking": {"enabled": False}}
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    ctx = StageContext(load_params(root / "params.yaml"), root, root / "params.yaml")
+    for name in ("profile", "queries"):
+        ctx.path(name).parent.mkdir(parents=True, exist_ok=True)
+    profile.to_parquet(ctx.path("profile"))
+    queries.to_parquet(ctx.path("queries"))
+    run_router_data(profile, queries, RouterDataConfig(), ctx.path("router_data_dir"))
+    return ctx
+
+
+def test_poisoned_test_outcomes_do_not_change_the_champion(tmp_path):
+    from jouleroute.stages.evaluate import evaluate_stage
+
+    profile, queries = _data()
+    ctx = _stage_repo(tmp_path, profile, queries)
+    clean = evaluate_stage(ctx).report
+    poisoned = profile.copy()
+    on_test = poisoned["split"] == "test"
+    poisoned.loc[on_test, "correct"] = 1 - poisoned.loc[on_test, "correct"]  # every test outcome flipped
+    poisoned.to_parquet(ctx.path("profile"))
+    dirty = evaluate_stage(ctx).report
+
+    # the poison bites on test: the singles' test accuracy flips ...
+    acc = lambda report: report["singles"]["large"]["views"]["models_only"]["accuracy"]
+    assert acc(dirty) == pytest.approx(1 - acc(clean))
+    # ... and the choice made on val does not move: the same champion, the same val figures
+    assert clean["selection"] == dirty["selection"]
+    assert {c["family"] for c in clean["selection"]["contenders"]} == {"knn", "mlp", "mf"}
+    assert clean["selection"]["margin"] is not None and clean["selection"]["n_val_queries"] == 30
+    # the reports say who won on val and by how much
+    metrics = json.loads((ctx.path("evaluate_dir") / "metrics.json").read_text())
+    assert metrics["selection"]["winner"] == clean["selection"]["winner"]
+    assert "## The champion, chosen on val" in (ctx.path("evaluate_dir") / "report.md").read_text()
+
+
+def test_a_baselines_val_utility_is_the_mean_utility_of_its_choices():
+    profile, queries = _data()
+    from jouleroute.training.config import RouterDataConfig
+    from jouleroute.training.router_data import run_router_data
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run_router_data(profile, queries, RouterDataConfig(), Path(tmp))
+        rows = load_rows(Path(tmp) / "val.jsonl")
+    cfg = BaselinesConfig(embedding={"model": "hashing", "cache_dir": None})
+    router = build_router("knn", profile, queries, sorted(SKILL), cfg)
+    got = baseline_contender("knn", router, rows, "max")
+    assert sorted(got.by_lambda, key=float) == [f"{x:g}" for x in RouterDataConfig().lambdas]
+    val = val_queries(rows)
+    for lam, value in got.by_lambda.items():
+        chosen = dict(zip(val["query_id"], router.route(val, lam=float(lam)).candidate_ids))
+        direct = [utilities(r["correct_by_candidate"], r["energy_by_candidate"], float(lam), "max")[chosen[r["query_id"]]]
+                  for r in rows if r["lam"] == float(lam)]
+        assert value == pytest.approx(np.mean(direct), abs=1e-12)
+
+
+def test_select_ranks_by_mean_val_utility_with_margins():
+    grid = lambda *v: dict(zip(("0", "0.5", "2"), v))
+    contenders = [Contender("lm", "sft", grid(0.6, 0.5, 0.4), "artifacts/sft/model"),
+                  Contender("lm", "grpo", grid(0.62, 0.5, 0.41), "artifacts/grpo/model"),
+                  Contender("knn", "fit", grid(0.6, 0.45, 0.3))]
+    out = select(contenders, "max", 30)
+    assert out["winner"]["name"] == "lm/grpo" and out["winner"]["model_dir"] == "artifacts/grpo/model"
+    assert out["runner_up"] == "lm/sft" and out["margin"] == pytest.approx(0.03 / 3)
+    assert out["best_other_family"] == "knn" and out["margin_over_other_family"] == pytest.approx(0.18 / 3)
+    assert [c["name"] for c in out["contenders"]] == ["lm/grpo", "lm/sft", "knn"]
+    with pytest.raises(ValueError, match="different λ grids"):
+        select(contenders + [Contender("mf", "fit", {"0": 1.0})], "max", 30)
+
+
+def test_lm_checkpoints_enter_with_their_held_out_figures(tmp_path):
+    for name in ("sft", "grpo"):
+        (tmp_path / name / "model").mkdir(parents=True)
+        (tmp_path / name / "model" / "config.json").write_text("{}")
+    check = lambda u: {"by_lambda": {"0": {"router_utility": u}, "1": {"router_utility": u - 0.2}}}
+    dirs = {n: tmp_path / n / "model" for n in ("sft", "grpo")}
+    both = lm_contenders({"heldout_sft": check(0.5), "heldout": check(0.6), "kept": "grpo"}, dirs, tmp_path)
+    assert [(c.name, c.val_utility, c.model_dir) for c in both] == [
+        ("lm/sft", pytest.approx(0.4), "sft/model"), ("lm/grpo", pytest.approx(0.5), "grpo/model")]
+    # GRPO's weights were discarded (grpo_dir/model holds the sft weights): one contender, not two
+    kept_sft = lm_contenders({"heldout_sft": check(0.5), "heldout": check(0.5), "kept": "sft"}, dirs, tmp_path)
+    assert [c.name for c in kept_sft] == ["lm/sft"]
+    assert lm_contenders({}, dirs, tmp_path) == []
