@@ -69,6 +69,7 @@ def test_int8_agrees_with_fp32_within_the_stated_tolerance(router_dir):
 def test_auto_quantizes_on_cpu_only_when_asked_or_auto(router_dir):
     assert LMRouter(router_dir, cfg=RouterConfig(quantize="auto", device="cpu")).quantized
     assert not LMRouter(router_dir, cfg=RouterConfig(quantize="none")).quantized
+    assert not LMRouter(router_dir).quantized  # the default keeps fp32 until measured on trained routers
 
 
 def test_early_exit_equals_the_full_model_read_at_that_layer(router_dir, tmp_path):
