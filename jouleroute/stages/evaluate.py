@@ -18,6 +18,7 @@ from jouleroute.energy import make_meter
 from jouleroute.evaluation import RouterRun, run_evaluate
 from jouleroute.evaluation.headline import headline
 from jouleroute.evaluation.mlflow_log import flatten
+from jouleroute.evaluation.overhead import cache_key, stable_overhead
 from jouleroute.routing.registry import build_router
 from jouleroute.routing.scores import Scores
 from jouleroute.routing.baselines.simple import mix_of
@@ -46,6 +47,7 @@ def evaluate_stage(ctx: StageContext):
     lm_router = _lm_router(ctx, meter)
     if lm_router is not None:  # every router the same way: score once, decide at each λ
         scores = lm_router.score(test_queries, progress=ctx.progress(len(test_queries), "LM routing"))
+        scores = stable_overhead(scores, _lm_overhead_key(ctx, lm_router, meter), overhead_cache(ctx))
         lm_runs = _swept_runs("lm", scores, lambdas)
         runs += lm_runs
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
@@ -56,7 +58,10 @@ def evaluate_stage(ctx: StageContext):
     for family in learned:
         train_profile = _sample_train(profile, baselines.train_split, baselines.max_train_queries, baselines.seed)
         router = fitted[family] = build_router(family, train_profile, queries, candidates, baselines, meter=meter)
-        runs += _swept_runs(family, router.score(test_queries), lambdas)
+        settings = {"baselines": p.baselines.model_dump(mode="json", exclude={"lam"}),
+                    "train_rows": len(train_profile)}
+        key = cache_key(family, settings, meter.source, meter.device_info())
+        runs += _swept_runs(family, stable_overhead(router.score(test_queries), key, overhead_cache(ctx)), lambdas)
         tick(1)
     selection = select_champion(ctx, fitted if baselines.train_split == "train" else {})
     if "random" in baselines.families:
@@ -166,6 +171,22 @@ def _lm_router(ctx: StageContext, meter):
     from jouleroute.routing.lm.router import LMRouter
 
     return LMRouter(model_dir, meter=meter, cfg=ctx.params.router)
+
+
+def overhead_cache(ctx: StageContext) -> Path:
+    """Beside the embedding cache: machine-local measurements, not a DVC output (evaluation/overhead.py)."""
+    return ctx.path("embedding_cache").parent / "overhead"
+
+
+def _lm_overhead_key(ctx: StageContext, router, meter) -> dict:
+    """What the LM router's per-query cost depends on: its architecture, inference settings and prompts,
+    not λ nor the trained weights (a λ experiment retrains grpo; the same work costs the same)."""
+    spec = router.spec
+    settings = {"architecture": json.loads((router.model_dir / "config.json").read_text()),
+                "router": ctx.params.router.model_dump(mode="json", exclude={"lam"}),
+                "prompt": {"candidates": spec.candidates, "labels": spec.labels,
+                           "max_query_tokens": spec.max_query_tokens, "scaffolds": spec.scaffolds}}
+    return cache_key("lm", settings, meter.source, meter.device_info())
 
 
 def _reference_run(runs: list[RouterRun], lam: float) -> RouterRun | None:

@@ -1,0 +1,124 @@
+"""The round trip a new user makes (README "Experiments: try, compare, go back"), under real DVC and git:
+
+a clone holds the reference run committed from another machine (its outputs are not in this cache);
+`make run` leaves the local run in the workspace (`M dvc.lock`); `dvc exp save -n baseline` keeps it;
+`dvc exp run -S router.lam=...` is the experiment, `dvc exp show` the comparison, and `dvc exp apply`
+goes back to the baseline or keeps the experiment. No output is ever deleted, the tournament never
+reruns, and every DVC command runs from the venv without it being on PATH (`.venv/bin/dvc ...`).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+
+import pytest
+import yaml
+
+from tests.pipeline.conftest import BIN, run
+from tests.pipeline.test_dvc_pipeline import ran, reproduced, scratch  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.timeout(1200), pytest.mark.integration]
+
+DVC = str(BIN / "dvc")
+# the user's shell: the venv is not activated (`.venv/bin/dvc` by its path), so only the venv's own
+# start-up hook (scripts/venv_path_hook.py, installed by `make setup`) lets DVC find `jouleroute`
+NO_VENV = {"PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != str(BIN)),
+           "VIRTUAL_ENV": ""}
+
+
+def dvc(root, *args):
+    return run([DVC, *args], root, env=NO_VENV)
+
+
+def outputs(lock: dict) -> list[str]:
+    return [out["path"] for stage in lock["stages"].values() for out in stage.get("outs", [])]
+
+
+def foreign(lock: dict) -> dict:
+    """The same lock as another machine writes it: every output has other contents (other hashes)."""
+    lock = json.loads(json.dumps(lock))
+    for stage in lock["stages"].values():
+        for out in stage.get("outs", []):
+            if "md5" in out:
+                suffix = ".dir" if out["md5"].endswith(".dir") else ""
+                out["md5"] = hashlib.md5((out["md5"] + "elsewhere").encode()).hexdigest() + suffix
+    return lock
+
+
+def exp_show(root) -> dict[str, dict]:
+    """`dvc exp show --only-changed --drop '.*/.*'` (the README's comparison) as CSV rows by experiment name."""
+    text = dvc(root, "exp", "show", "--no-pager", "--only-changed", "--drop", ".*/.*", "--csv").stdout
+    return {row["Experiment"]: row for row in csv.DictReader(io.StringIO(text)) if row["Experiment"]}
+
+
+def flat(metrics: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in metrics.items():
+        out.update(flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return out
+
+
+def lm_overhead(root) -> dict[str, float]:
+    """The LM router's own J/query at each swept λ (artifacts/evaluate/report.json)."""
+    report = json.loads((root / "artifacts/evaluate/report.json").read_text())
+    return {name: r["views"]["with_overhead"]["overhead_j_per_query"]
+            for name, r in report["routers"].items() if name.startswith("lm:")}
+
+
+def test_experiment_compare_and_go_back_never_delete_an_output(scratch):  # noqa: F811
+    root = scratch
+    lock_path, metrics_path, profile = root / "dvc.lock", root / "metrics.json", root / "artifacts/tournament/profile.parquet"
+    local_lock, local_metrics = lock_path.read_text(), metrics_path.read_text()
+    # the clone: a reference run from another machine is committed; the local run is in the workspace
+    lock_path.write_text(yaml.safe_dump(foreign(yaml.safe_load(local_lock)), sort_keys=False))
+    metrics_path.write_text(json.dumps(json.loads(local_metrics) | {"J": 99.0}))
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-qm", "reference run from another machine"], root)
+    lock_path.write_text(local_lock)
+    metrics_path.write_text(local_metrics)
+    profile_bytes = profile.read_bytes()
+    everything = outputs(yaml.safe_load(local_lock))
+
+    def all_outputs_there(step):
+        missing = [p for p in everything if not (root / p).exists()]
+        assert not missing, f"after {step}: {missing} deleted"
+        assert profile.read_bytes() == profile_bytes, f"after {step}: the tournament's profile changed"
+
+    dvc(root, "exp", "save", "-n", "baseline")
+    overhead = lm_overhead(root)
+    done = dvc(root, "exp", "run", "-S", "router.lam=2.0", "-n", "lam-2")
+    assert "tournament" not in ran(done.stdout) and "grpo" in ran(done.stdout), done.stdout
+    all_outputs_there("dvc exp run")
+    # the retrained router does the same work: its overhead is the one measured for the baseline, not a
+    # new reading of a machine whose load changes (evaluation/overhead.py)
+    assert lm_overhead(root) == overhead and min(overhead.values()) > 0, (overhead, lm_overhead(root))
+    where = run([str(BIN / "jouleroute"), "where"], root, env=NO_VENV).stdout
+    assert "lm overhead (estimated; measured once per machine and router" in where, where
+    experiment = json.loads(metrics_path.read_text())
+
+    rows = exp_show(root)
+    base, exp = rows["baseline"], rows["lam-2"]
+    lam = next(k for k in base if k.split(":")[-1] == "router.lam")
+    assert (float(base[lam]), float(exp[lam])) == (0.5, 2.0)
+    before, after = flat(json.loads(local_metrics)), flat(experiment)
+    changed = {k for k in before if before[k] != after[k]}
+    assert changed <= set(base), (changed, list(base))  # every metric that moved is a column
+    for key in changed:
+        assert float(base[key]) == pytest.approx(before[key], rel=1e-4) and \
+            float(exp[key]) == pytest.approx(after[key], rel=1e-4), (key, base, exp)
+
+    dvc(root, "exp", "apply", "baseline")  # back to the baseline
+    assert yaml.safe_load((root / "params.yaml").read_text())["router"]["lam"] == 0.5
+    assert json.loads(metrics_path.read_text()) == json.loads(local_metrics)
+    assert lock_path.read_text() == local_lock
+    all_outputs_there("dvc exp apply baseline")
+    assert "up to date" in dvc(root, "status", "dvc.yaml").stdout  # outputs match the lock: nothing to rerun
+
+    dvc(root, "exp", "apply", "lam-2")  # or keep the experiment
+    assert json.loads(metrics_path.read_text()) == experiment
+    all_outputs_there("dvc exp apply lam-2")
+    assert "up to date" in dvc(root, "status", "dvc.yaml").stdout
