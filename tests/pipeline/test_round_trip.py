@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+from pathlib import Path
 
 import pytest
 import yaml
@@ -70,6 +71,10 @@ def lm_overhead(root) -> dict[str, float]:
 
 
 def test_experiment_compare_and_go_back_never_delete_an_output(scratch):  # noqa: F811
+    import sysconfig
+
+    hook = Path(sysconfig.get_paths()["purelib"]) / "jouleroute-venv-path.pth"
+    assert hook.exists(), f"{hook} is missing: `make setup` installs it (scripts/venv_path_hook.py)"
     root = scratch
     lock_path, metrics_path, profile = root / "dvc.lock", root / "metrics.json", root / "artifacts/tournament/profile.parquet"
     local_lock, local_metrics = lock_path.read_text(), metrics_path.read_text()
