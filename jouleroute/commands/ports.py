@@ -43,9 +43,9 @@ def ui_port(root: Path, ui: str) -> tuple[int, str]:
         return urlparse(api).port, "PREFECT_API_URL"
     path = root / RECORD
     try:
-        return int(json.loads(path.read_text())[ui]), f"the last `make {_target(ui)}`"
+        return int(json.loads(path.read_text())[ui]), f"from the last `make {_target(ui)}`"
     except (OSError, ValueError, KeyError, TypeError):
-        return DEFAULTS[ui], "the default"
+        return DEFAULTS[ui], "default"
 
 
 def _target(ui: str) -> str:

@@ -41,19 +41,17 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
         if lm.get("j_models_only") is not None and lm.get("j_per_query") is not None:
             # `J` in metrics.json (`dvc exp show`) is this J/query: say which part is the router's own
             print(f"  J/query includes each router's own overhead; lm at λ={lm['lam']:g}: {lm['j_per_query']:.3g} = "
-                  f"{lm['j_models_only']:.3g} for the answers + {lm['j_per_query'] - lm['j_models_only']:.3g} "
-                  f"lm overhead ({lm.get('energy_source', '')}; measured once per machine and router, "
+                  f"{lm['j_models_only']:.3g} for the answers + {lm['j_per_query'] - lm['j_models_only']:.3g} lm overhead")
+            print(f"  (the overhead is {lm.get('energy_source', '')}, measured once per machine and router: "
                   f"{rel('embedding_cache').parent / 'overhead'}/)")
     experiment = _print_stage_runs(ctx)
     # straight to the stage runs: MLflow 3's UI otherwise opens an experiment on its GenAI (traces) pages
     runs_page = (f"/#/experiments/{experiment}/runs?searchFilter=tags.run_kind%20%3D%20%27stage%27" if experiment
                  else "  (filter: tags.run_kind = 'stage')")
     (mlflow, mlflow_from), (prefect, prefect_from) = ui_port(ctx.root, "mlflow"), ui_port(ctx.root, "prefect")
-    print("\nopen the UIs:")
-    print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent} PORT={mlflow}  -> http://127.0.0.1:{mlflow}{runs_page}"
-          f"   (port: {mlflow_from})")
-    print(f"  Prefect: make ui-prefect PORT={prefect}  -> http://127.0.0.1:{prefect}   (port: {prefect_from}; "
-          "schedules: jouleroute flow --help)")
+    print(f"\nopen the UIs (ports: MLflow {mlflow_from}, Prefect {prefect_from}; PORT=... picks another):")
+    print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent} PORT={mlflow}  -> http://127.0.0.1:{mlflow}{runs_page}")
+    print(f"  Prefect: make ui-prefect PORT={prefect}  -> http://127.0.0.1:{prefect}   (schedules: jouleroute flow --help)")
     print("  DVC:     dvc metrics show ; dvc exp show --only-changed --drop '.*/.*' ; dvc plots show (static PNGs)")
 
 
