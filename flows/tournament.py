@@ -63,7 +63,8 @@ def dispatch(jobs: list, submit, client, logger) -> list[dict]:
         while queue and len(in_flight) < slots:
             future = submit(queue.popleft())
             in_flight[future.wrapped_future] = future
-        done = wait(list(in_flight), return_when="FIRST_COMPLETED").done
+        with client.as_current():  # `wait` asks for the current client; the flow's may be the only one
+            done = wait(list(in_flight), return_when="FIRST_COMPLETED").done
         for dask_future in done:
             reports += in_flight.pop(dask_future).result()  # raises the task's error: the flow fails with it
     logger.info("%d shard job(s) done", len(jobs))
