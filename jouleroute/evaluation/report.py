@@ -159,9 +159,9 @@ def selection_lines(selection: dict | None) -> list[str]:
              "| contender | family | checkpoint | mean val utility |", "|---|---|---|---:|"]
     for row in selection["contenders"]:
         lines.append(f"| {row['name']} | {row['family']} | {row['checkpoint']} | {row['val_utility']:.4f} |")
-    if selection.get("registered_version"):
-        lines += ["", f"Registered in MLflow as `{selection['registered_model']}` version "
-                      f"{selection['registered_version']}, alias `champion`: `jouleroute serve` serves it by default."]
+    if selection.get("registered_model"):
+        lines += ["", f"Registered in MLflow as `{selection['registered_model']}`, alias `{selection['alias']}`, with "
+                      "these val figures as tags: `jouleroute serve` serves it unless `gateway.router` is set."]
     return lines
 
 

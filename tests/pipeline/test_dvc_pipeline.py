@@ -163,6 +163,20 @@ def test_the_router_is_registered_with_its_lambda_range_and_aiq(tiny_repo, repro
     assert latest.run_id == _stage_runs(client)["grpo"].info.run_id
 
 
+def test_the_champion_is_chosen_on_val_registered_and_reported(tiny_repo, reproduced):
+    """The evaluate stage picks the best (family, checkpoint) on val and registers it under the alias
+    `champion` (issue 18, item 4); `jouleroute serve` builds it (tests/gateway/test_champion.py)."""
+    selection = json.loads((tiny_repo / "artifacts/evaluate/report.json").read_text())["selection"]
+    assert {"lm/sft", "knn", "mlp", "mf"} <= {c["name"] for c in selection["contenders"]}
+    assert selection["winner"]["val_utility"] == max(c["val_utility"] for c in selection["contenders"])
+    client = _client(tiny_repo)
+    version = client.get_model_version_by_alias("jouleroute-champion", "champion")
+    assert version.tags["family"] == selection["winner"]["family"]
+    assert float(version.tags["val_utility"]) == pytest.approx(selection["winner"]["val_utility"])
+    assert version.run_id == _stage_runs(client)["evaluate"].info.run_id
+    assert "## The champion, chosen on val" in (tiny_repo / "docs/embedded-default.md").read_text()
+
+
 def test_where_summarizes_stage_runs(tiny_repo, reproduced):
     out = run([str(BIN / "jouleroute"), "where"], tiny_repo).stdout
     assert "latest run of each stage" in out and "AIQ" in out
