@@ -8,6 +8,7 @@ import pytest
 from jouleroute.evaluation import EvaluateConfig, RouterRun
 from jouleroute.evaluation.bootstrap import paired_aiq_difference, resample_counts
 from jouleroute.evaluation.outcomes import build_matrix
+from jouleroute.evaluation.report import comparison_lines
 from jouleroute.evaluation.run import evaluate_outcomes
 from jouleroute.routing.base import RoutingDecisions
 from tests.evaluation.conftest import utility_router
@@ -95,3 +96,8 @@ def test_evaluate_reports_the_difference_of_the_families_aiq(synthetic):
         block["families"]["knn"]["ci_high"]
     assert block["samples"] == 100 and block["view"] == report["headline_view"]
     assert "aiq_difference" not in evaluate_outcomes(matrix, runs, EvaluateConfig(bootstrap_samples=0))
+    # the table every report shows: family, AIQ, LM − family, CI, verdict
+    row = block["families"]["knn"]
+    word = {"tie": "tie", "win": "lm wins", "loss": "lm loses"}[row["verdict"]]
+    assert (f"| knn | {row['aiq']:.3f} | {row['difference']:+.4f} | [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}] "
+            f"| {word} |") in comparison_lines(block)
