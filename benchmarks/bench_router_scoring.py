@@ -34,6 +34,7 @@ from _common import conditions, write_result
 from jouleroute.config import load_params
 from jouleroute.routing.lm.config import RouterConfig
 from jouleroute.routing.lm.router import LMRouter
+from jouleroute.routing.lm.scoring import left_padded
 from jouleroute.training.trunk import keep_first_layers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,13 +68,7 @@ def router_folder(tmp: Path, name: str, layers: int | None) -> Path:
 @torch.inference_mode()
 def full_label_logits(model, prompts, label_ids, pad_id):
     """The label scoring of main at 3261796: the whole head at the last position, then the label columns."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
-        mask[row, width - len(prompt):] = 1
-    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    ids, mask, positions = left_padded(prompts, pad_id)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1, use_cache=False)
     return out.logits[:, -1, list(label_ids)].float().numpy()
 

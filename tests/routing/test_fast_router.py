@@ -27,14 +27,6 @@ POOL = ["a", "b", "c", "d"]
 ENERGY = {"a": 1.0, "b": 2.0, "c": 4.0, "d": 8.0}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def router_dir(tmp_path_factory):
     folder = build_tiny_llama(tmp_path_factory.mktemp("fast") / "model", hidden_size=64, num_layers=4, num_heads=4,

@@ -38,15 +38,6 @@ class FixedPowerMeter(Meter):
         return 0.0
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """The tiny model gains nothing from a second thread; on a busy 2-core box it only spins."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def spec(**changes) -> RouterSpec:
     fields = dict(candidates=POOL, labels=["A", "B", "C", "D"], energy_source="modelled", energy_norm="max",
                   label_policy="utility", lambdas=[0.0, 0.5, 2.0], utility_scale=10.0, max_query_tokens=24,

@@ -15,6 +15,18 @@ import numpy as np
 import torch
 
 
+def left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input ids, attention mask, position ids) of a left-padded batch: every prompt ends in the last
+    column, and real tokens keep positions 0..n-1 whatever the padding."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
+        mask[row, width - len(prompt):] = 1
+    return ids, mask, (mask.cumsum(dim=1) - 1).clamp(min=0)
+
+
 @torch.inference_mode()
 def label_logits(model, prompts: Sequence[Sequence[int]], label_ids: Sequence[int], pad_id: int) -> np.ndarray:
     """[prompts, labels] logits of the label tokens after each prompt (one left-padded forward pass).
@@ -23,13 +35,7 @@ def label_logits(model, prompts: Sequence[Sequence[int]], label_ids: Sequence[in
     (49k tokens x hidden) would cost as much as a few decoder layers, and its extras (e.g. a
     logit soft-cap) are not what training fits (``TrunkSplit.label_logits`` does the same).
     """
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
-        mask[row, width - len(prompt):] = 1
-    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    ids, mask, positions = left_padded(prompts, pad_id)
     device = model.device
     last = model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device),
                             position_ids=positions.to(device), use_cache=False).last_hidden_state[:, -1]
