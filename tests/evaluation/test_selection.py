@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from jouleroute.evaluation.label_eval import load_rows
-from jouleroute.evaluation.selection import (Contender, baseline_contender, lm_contenders, select, val_queries)
+from jouleroute.evaluation.selection import Contender, baseline_contender, lm_contenders, select, val_queries
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.routing.registry import build_router
 from jouleroute.routing.utility import utilities
@@ -89,15 +89,13 @@ def test_poisoned_test_outcomes_do_not_change_the_champion(tmp_path):
     assert "## The champion, chosen on val" in (ctx.path("evaluate_dir") / "report.md").read_text()
 
 
-def test_a_baselines_val_utility_is_the_mean_utility_of_its_choices():
-    profile, queries = _data()
+def test_a_baselines_val_utility_is_the_mean_utility_of_its_choices(tmp_path):
     from jouleroute.training.config import RouterDataConfig
     from jouleroute.training.router_data import run_router_data
-    import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        run_router_data(profile, queries, RouterDataConfig(), Path(tmp))
-        rows = load_rows(Path(tmp) / "val.jsonl")
+    profile, queries = _data()
+    run_router_data(profile, queries, RouterDataConfig(), tmp_path)
+    rows = load_rows(tmp_path / "val.jsonl")
     cfg = BaselinesConfig(embedding={"model": "hashing", "cache_dir": None})
     router = build_router("knn", profile, queries, sorted(SKILL), cfg)
     got = baseline_contender("knn", router, rows, "max")
@@ -105,8 +103,8 @@ def test_a_baselines_val_utility_is_the_mean_utility_of_its_choices():
     val = val_queries(rows)
     for lam, value in got.by_lambda.items():
         chosen = dict(zip(val["query_id"], router.route(val, lam=float(lam)).candidate_ids))
-        direct = [utilities(r["correct_by_candidate"], r["energy_by_candidate"], float(lam), "max")[chosen[r["query_id"]]]
-                  for r in rows if r["lam"] == float(lam)]
+        direct = [utilities(r["correct_by_candidate"], r["energy_by_candidate"], float(lam), "max")
+                  [chosen[r["query_id"]]] for r in rows if r["lam"] == float(lam)]
         assert value == pytest.approx(np.mean(direct), abs=1e-12)
 
 

@@ -47,8 +47,8 @@ def test_serve_picks_the_registered_champion_by_default(tmp_path, upstream_urls)
     with pytest.raises(FileNotFoundError, match="no trained LM router"):  # no champion yet: the LM default
         build_gateway(ctx.params, ctx.root)
     # what the evaluate stage does after choosing on val: kNN ahead of MF, registered with its val figures
-    selection = select([Contender("mf", "fit", {"0": 0.50, "1": 0.30}), Contender("knn", "fit", {"0": 0.60, "1": 0.35})],
-                       "max", 24) | {"registered_model": "jouleroute-champion", "alias": "champion"}
+    contenders = [Contender("mf", "fit", {"0": 0.50, "1": 0.30}), Contender("knn", "fit", {"0": 0.60, "1": 0.35})]
+    selection = select(contenders, "max", 24) | {"registered_model": "jouleroute-champion", "alias": "champion"}
     client = MlflowClient(tracking_uri=ctx.tracking_uri)
     run_id = client.create_run(experiment_id(client, ctx.tracking_uri, "jouleroute"), run_name="evaluate").info.run_id
     register(ctx, selection, run_id)
