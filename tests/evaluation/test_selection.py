@@ -106,6 +106,13 @@ def test_a_baselines_val_utility_is_the_mean_utility_of_its_choices(tmp_path):
         direct = [utilities(r["correct_by_candidate"], r["energy_by_candidate"], float(lam), "max")
                   [chosen[r["query_id"]]] for r in rows if r["lam"] == float(lam)]
         assert value == pytest.approx(np.mean(direct), abs=1e-12)
+    # the same figure as evaluation/val_utility.py's mean_utility (the levers' study): one definition
+    from jouleroute.evaluation.outcomes import build_matrix
+    from jouleroute.evaluation.val_utility import mean_utility
+
+    matrix = build_matrix(profile, queries, "val", "energy_j")
+    assert got.val_utility == pytest.approx(
+        mean_utility(router.score(val), matrix, RouterDataConfig().lambdas, "max"), abs=1e-12)
 
 
 def test_select_ranks_by_mean_val_utility_with_margins():
