@@ -108,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--config", help="YAML file with the gateway section (default: params' gateway)")
         if name == "flow":
             sp.add_argument("flow_args", nargs=argparse.REMAINDER, help="passed to `jouleroute-flow`")
+        if name == "exp":
+            sp.add_argument("exp_args", nargs=argparse.REMAINDER, help="ACTION and its arguments (see above)")
     return parser
 
 

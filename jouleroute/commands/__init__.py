@@ -22,6 +22,10 @@ COMMANDS: dict[str, Command] = {
     "repro": Command(_here("repro", "repro_command"), "`dvc repro [ARGS]` after validating the params file.",
               "`dvc repro` deletes a stage's outputs before running it; this checks the whole params file first,\n"
               "so a typo costs nothing. `make run` calls it. Extra arguments go to dvc repro."),
+    "exp": Command(_here("exp", "exp_command"), "DVC experiments on this pipeline: save, run -S, show, apply.",
+            "`save NAME` keeps your run; `run -S key=value` checks each override before DVC rewrites params.yaml;\n"
+            "`show` compares (only what changed); `apply NAME` goes back or forward, checking out this pipeline's\n"
+            "outputs only. Other actions go to `dvc exp`. README \"Experiments\" has the round trip."),
     "serve": Command(_here("serve", "serve_command"), "Serve the router: an energy-aware OpenAI-compatible gateway.",
               "`model: jouleroute-auto` is routed at the energy weight of the X-Energy-Weight header; every\n"
               "answer states its candidate and energy. Default: the pool in-process behind the trained router\n"

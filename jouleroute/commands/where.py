@@ -52,7 +52,7 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
     print(f"\nopen the UIs (ports: MLflow {mlflow_from}, Prefect {prefect_from}; PORT=... picks another):")
     print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent} PORT={mlflow}  -> http://127.0.0.1:{mlflow}{runs_page}")
     print(f"  Prefect: make ui-prefect PORT={prefect}  -> http://127.0.0.1:{prefect}   (schedules: jouleroute flow --help)")
-    print("  DVC:     dvc metrics show ; dvc exp show --only-changed --drop '.*/.*' ; dvc plots show (static PNGs)")
+    print("  DVC:     dvc metrics show ; jouleroute exp show (experiments: README \"Experiments\") ; dvc plots show (static PNGs)")
 
 
 def headline_table(rows: dict[str, dict]) -> list[str]:

@@ -1,10 +1,11 @@
 """The round trip a new user makes (README "Experiments: try, compare, go back"), under real DVC and git:
 
-a clone holds the reference run committed from another machine (its outputs are not in this cache);
-`make run` leaves the local run in the workspace (`M dvc.lock`); `dvc exp save -n baseline` keeps it;
-`dvc exp run -S router.lam=...` is the experiment, `dvc exp show` the comparison, and `dvc exp apply`
-goes back to the baseline or keeps the experiment. No output is ever deleted, the tournament never
-reruns, and every DVC command runs from the venv without it being on PATH (`.venv/bin/dvc ...`).
+a clone holds the reference run committed from another machine (its outputs are not in this cache) and
+a study pipeline that has not run; `make run` leaves the local run in the workspace (`M dvc.lock`);
+`jouleroute exp save baseline` keeps it; `jouleroute exp run -S router.lam=...` is the experiment (a
+typo in -S is refused before params.yaml changes), `jouleroute exp show` the comparison, and
+`jouleroute exp apply` goes back to the baseline or keeps the experiment. No output is ever deleted,
+the tournament never reruns, and the venv is not on PATH (`.venv/bin/jouleroute ...`, `.venv/bin/dvc`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tests.pipeline.test_dvc_pipeline import ran, reproduced, scratch  # noqa: F
 
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.integration]
 
-DVC = str(BIN / "dvc")
+DVC, JOULEROUTE = str(BIN / "dvc"), str(BIN / "jouleroute")
 # the user's shell: the venv is not activated (`.venv/bin/dvc` by its path), so only the venv's own
 # start-up hook (scripts/venv_path_hook.py, installed by `make setup`) lets DVC find `jouleroute`
 NO_VENV = {"PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != str(BIN)),
@@ -33,6 +34,10 @@ NO_VENV = {"PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathse
 
 def dvc(root, *args):
     return run([DVC, *args], root, env=NO_VENV)
+
+
+def exp(root, *args, check=True):
+    return run([JOULEROUTE, "exp", *args], root, env=NO_VENV, check=check)
 
 
 def outputs(lock: dict) -> list[str]:
@@ -52,7 +57,7 @@ def foreign(lock: dict) -> dict:
 
 def exp_show(root) -> dict[str, dict]:
     """`dvc exp show --only-changed --drop '.*/.*'` (the README's comparison) as CSV rows by experiment name."""
-    text = dvc(root, "exp", "show", "--no-pager", "--only-changed", "--drop", ".*/.*", "--csv").stdout
+    text = exp(root, "show", "--no-pager", "--csv").stdout
     return {row["Experiment"]: row for row in csv.DictReader(io.StringIO(text)) if row["Experiment"]}
 
 
@@ -81,6 +86,9 @@ def test_experiment_compare_and_go_back_never_delete_an_output(scratch):  # noqa
     # the clone: a reference run from another machine is committed; the local run is in the workspace
     lock_path.write_text(yaml.safe_dump(foreign(yaml.safe_load(local_lock)), sort_keys=False))
     metrics_path.write_text(json.dumps(json.loads(local_metrics) | {"J": 99.0}))
+    study = root / "studies/other/dvc.yaml"  # like studies/replay before `make study`: its outputs are absent
+    study.parent.mkdir(parents=True)
+    study.write_text("stages:\n  other:\n    cmd: echo other > out.txt\n    outs: [out.txt]\n")
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-qm", "reference run from another machine"], root)
     lock_path.write_text(local_lock)
@@ -93,37 +101,42 @@ def test_experiment_compare_and_go_back_never_delete_an_output(scratch):  # noqa
         assert not missing, f"after {step}: {missing} deleted"
         assert profile.read_bytes() == profile_bytes, f"after {step}: the tournament's profile changed"
 
-    dvc(root, "exp", "save", "-n", "baseline")
+    exp(root, "save", "baseline")
     overhead = lm_overhead(root)
-    done = dvc(root, "exp", "run", "-S", "router.lam=2.0", "-n", "lam-2")
+    params = (root / "params.yaml").read_text()
+    typo = exp(root, "run", "-S", "router.lamb=2.0", check=False)
+    assert typo.returncode == 1 and "router.lamb: unknown key (did you mean 'lam'?)" in typo.stdout, typo.stdout
+    assert (root / "params.yaml").read_text() == params  # refused before DVC rewrote it
+    done = exp(root, "run", "-S", "router.lam=2.0", "-n", "lam-2")
     assert "tournament" not in ran(done.stdout) and "grpo" in ran(done.stdout), done.stdout
     all_outputs_there("dvc exp run")
     # the retrained router does the same work: its overhead is the one measured for the baseline, not a
     # new reading of a machine whose load changes (evaluation/overhead.py)
     assert lm_overhead(root) == overhead and min(overhead.values()) > 0, (overhead, lm_overhead(root))
     where = run([str(BIN / "jouleroute"), "where"], root, env=NO_VENV).stdout
-    assert "lm overhead (estimated; measured once per machine and router" in where, where
+    assert "lm overhead\n  (the overhead is estimated, measured once per machine and router" in where, where
+    assert max(len(line) for line in where.splitlines()) < 160, where
     experiment = json.loads(metrics_path.read_text())
 
     rows = exp_show(root)
-    base, exp = rows["baseline"], rows["lam-2"]
+    base, tried = rows["baseline"], rows["lam-2"]
     lam = next(k for k in base if k.split(":")[-1] == "router.lam")
-    assert (float(base[lam]), float(exp[lam])) == (0.5, 2.0)
+    assert (float(base[lam]), float(tried[lam])) == (0.5, 2.0)
     before, after = flat(json.loads(local_metrics)), flat(experiment)
     changed = {k for k in before if before[k] != after[k]}
     assert changed <= set(base), (changed, list(base))  # every metric that moved is a column
     for key in changed:
         assert float(base[key]) == pytest.approx(before[key], rel=1e-4) and \
-            float(exp[key]) == pytest.approx(after[key], rel=1e-4), (key, base, exp)
+            float(tried[key]) == pytest.approx(after[key], rel=1e-4), (key, base, tried)
 
-    dvc(root, "exp", "apply", "baseline")  # back to the baseline
-    assert yaml.safe_load((root / "params.yaml").read_text())["router"]["lam"] == 0.5
+    exp(root, "apply", "baseline")  # back to the baseline
+    assert (root / "params.yaml").read_text() == params
     assert json.loads(metrics_path.read_text()) == json.loads(local_metrics)
     assert lock_path.read_text() == local_lock
     all_outputs_there("dvc exp apply baseline")
     assert "up to date" in dvc(root, "status", "dvc.yaml").stdout  # outputs match the lock: nothing to rerun
 
-    dvc(root, "exp", "apply", "lam-2")  # or keep the experiment
+    exp(root, "apply", "lam-2")  # or keep the experiment
     assert json.loads(metrics_path.read_text()) == experiment
     all_outputs_there("dvc exp apply lam-2")
     assert "up to date" in dvc(root, "status", "dvc.yaml").stdout

@@ -1,0 +1,30 @@
+"""`jouleroute exp run -S ...` checks each override against the typed params before DVC rewrites the file."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from jouleroute.commands.exp import check_overrides, overrides
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_overrides_aimed_at_this_params_file(tmp_path):
+    params = tmp_path / "params.yaml"
+    argv = ["-S", "router.lam=1.0", "--set-param=evaluate.lambdas=[0.1,1.0]", "-n", "x",
+            "-S", "studies/replay/params.yaml:router.lam=2", "-S", f"{params}:sft.epochs=2"]
+    assert overrides(argv, params) == ["router.lam=1.0", "evaluate.lambdas=[0.1,1.0]", "sft.epochs=2"]
+
+
+def test_a_typo_or_a_wrong_type_is_one_line_and_the_file_is_untouched(tmp_path):
+    params = tmp_path / "params.yaml"
+    shutil.copy2(REPO / "params.yaml", params)
+    before = params.read_text()
+    assert check_overrides(params, ["-S", "router.lam=1.0", "-S", "pool.0.max_new_tokens=4"]) is None
+    typo = check_overrides(params, ["-S", "router.lamb=1.0"])
+    assert "router.lamb: unknown key (did you mean 'lam'?)" in typo and "\n" not in typo
+    wrong = check_overrides(params, ["-S", "router.lam=lots"])
+    assert wrong.startswith("params.yaml with -S router.lam=lots: router.lam:") and "\n" not in wrong
+    assert "key=value" in check_overrides(params, ["-S", "router.lam"])
+    assert params.read_text() == before
