@@ -6,6 +6,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 from typing import Callable
 
@@ -83,8 +84,12 @@ class StageContext:
         return ([beside] if beside.exists() and beside.resolve() != main.resolve() else []) + [main]
 
     def require_inputs(self, stage: str) -> None:
-        """The stage's inputs made by other stages (its dvc.yaml deps) exist, or one line names the fix."""
+        """The stage's inputs made by other stages (its dvc.yaml deps) exist, or one line names the fix.
+        A stage module's ``OPTIONAL_INPUTS`` names those it can do without."""
+        optional = getattr(import_module(f"jouleroute.stages.{stage}"), "OPTIONAL_INPUTS", ())
         for name in table.inputs(stage, [p for p in self.dvc_yamls if p.exists()]):
+            if name in optional:
+                continue
             if not self.path(name).exists():
                 producer = self.producer_of(self.path(name))
                 shown = self.path(name).relative_to(self.root) if self.path(name).is_relative_to(self.root) \

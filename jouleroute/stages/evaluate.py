@@ -27,6 +27,9 @@ from jouleroute.tracking import StageRun, flat_params, tag_latest_router
 
 logger = logging.getLogger(__name__)
 
+# Inputs of dvc.yaml the stage can do without (the CLI checks the others first): without a trained LM
+# router, evaluate scores the baselines alone; without val rows, no champion is chosen.
+OPTIONAL_INPUTS = ("grpo_dir", "sft_dir", "router_data_dir")
 LEARNED_FAMILIES = ("knn", "mlp", "mf")
 
 

@@ -233,10 +233,10 @@ def test_changing_one_candidate_reruns_only_that_candidate(scratch):
     tiny_repo = scratch
     before = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
     edit_params(tiny_repo, lambda p: p["pool"][0].update(max_new_tokens=4))
-    assert stale(tiny_repo) == {"tournament"}
+    assert stale(tiny_repo) == {"tournament", "report"}  # `report` lists `pool` among its params
     done = run([str(BIN / "dvc"), "repro", "tournament"], tiny_repo)
     assert ran(done.stdout) == {"tournament"}  # prepare and models are untouched
-    assert stale(tiny_repo) == {"validate", "router_data", "evaluate"}  # everything that reads the profile
+    assert stale(tiny_repo) == {"validate", "router_data", "evaluate", "report"}  # everything that reads the profile
     after = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
     changed = set(after.loc[~after["run_id"].isin(set(before["run_id"])), "candidate_id"])
     assert changed == {"tiny-direct"}  # the other candidates' shards were reused
