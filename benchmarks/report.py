@@ -89,6 +89,30 @@ def end_to_end(file_name: str, title: str) -> None:
           f"target; load {data['load_avg_1m_before']} before, {data['cpus']} CPUs) |\n")
 
 
+def dask_tournament(file_name: str) -> None:
+    data = json.loads((RESULTS / file_name).read_text())
+    s, d, r, a, t = data["serial"], data["dask"], data["ratios"], data["agreement"], data["targets"]
+    subset = f", the first {data['per_task']} queries of each task" if data.get("per_task") else ""
+    print(f"### Tournament on Dask vs serial (`results/{file_name}`: {data['pool']}{subset}, {data['queries']} "
+          f"queries x {data['candidates']} candidates, {data['models']} models; {data['dask_workers']} workers x "
+          f"{data['threads_per_worker']} thread, torch threads {data['torch_threads_param']})\n")
+    c = data["conditions"]
+    print(conditions_line(c) + f" Load average between the runs: {c.get('load_avg_1m_between')}.\n")
+    print("| run | wall s | CPU s (all processes) | sum of per-query energy_j | shard jobs | model loads "
+          "| load s | load J | energy source |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, run in (("serial", s), ("Dask", d)):
+        print(f"| {name} | {run['wall_s']} | {run['cpu_s_all_processes']} | {run['energy_j_sum']} | {run['jobs']} | "
+              f"{run['model_loads']} | {run['load_time_s']} | {run['load_energy_j']} | "
+              f"{', '.join(run['energy_source'])} |")
+    print(f"\nDask / serial: wall time **{r['wall_dask_over_serial']}x** (target <= {t['wall_ratio_max']}), "
+          f"per-query energy **{r['energy_dask_over_serial']}x** (target {t['energy_ratio_band'][0]}-"
+          f"{t['energy_ratio_band'][1]}), CPU time {r['cpu_dask_over_serial']}x; model loads {d['model_loads']} "
+          f"(target <= {t['model_loads_max']}). Same `correct` on {a['same_correct']:.1%} of {a['pairs_matched']} "
+          f"pairs, same `output_tokens` on {a['same_output_tokens']:.1%}, same text on {a['same_output_text']:.1%}, "
+          f"{a['duplicates_dask']} duplicates.\n")
+
+
 def all_tables() -> None:
     for path in sorted(RESULTS.glob("batching*.json")):
         batching(path.name)
@@ -97,6 +121,8 @@ def all_tables() -> None:
     loglik_levers()
     end_to_end("end_to_end.json", "`make run` stage by stage")
     end_to_end("study_end_to_end.json", "`make study` stage by stage")
+    for path in sorted(RESULTS.glob("dask_tournament*.json")):
+        dask_tournament(path.name)
 
 
 def write_readme() -> None:
