@@ -41,14 +41,15 @@ def test_each_worker_loads_each_model_once_and_the_flow_names_stale_stages(tmp_p
     from jouleroute.tournament import loaded_count
 
     repo = make_repo(tmp_path / "repo", two_model_params(tiny_model, tmp_path / "tiny2"))
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        # no client of the test's while the flow runs: the flow's own is the only one, as from the CLI
         state = pipeline(params_path=str(repo / "params.yaml"), root=str(repo),
                          stages=["prepare", "models", "tournament"], dask_address=cluster.scheduler_address,
                          return_state=True)
         assert state.is_completed(), state.message
-        per_worker = client.run(loaded_count)  # what each worker process itself counted in this run
-        worker_pids = set(client.run(os.getpid).values())
+        with Client(cluster) as client:
+            per_worker = client.run(loaded_count)  # what each worker process itself counted in this run
+            worker_pids = set(client.run(os.getpid).values())
 
     run_meta = json.loads((repo / "artifacts/tournament/run.json").read_text())
     latest = json.loads(run_meta["run_state"])["runs"][-1]
