@@ -102,10 +102,13 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=96)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--layers", type=int, default=None, help="early exit to try (default: the study's sft.router_layers)")
+    parser.add_argument("--quantize", default=None, help="none | int8 | auto (default: the study's router.quantize)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     params = load_params(STUDY)
-    layers, quantize = params.sft.router_layers, params.router.quantize
+    layers = args.layers if args.layers is not None else params.sft.router_layers
+    quantize = args.quantize or params.router.quantize
     queries = test_queries(args.queries)
     with tempfile.TemporaryDirectory() as tmp:
         full = LMRouter(router_folder(Path(tmp), "full", None),
