@@ -16,8 +16,8 @@ def test_loglik_candidate_is_metered_and_never_invalid(tmp_path, tiny_model):
     params["pool"] = [c for c in params["pool"] if c["answer_style"] == "loglik"]
     params["tracking"]["enabled"] = False
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    run([str(BIN / "jouleroute"), "--no-progress", "prepare"], tmp_path)
-    run([str(BIN / "jouleroute"), "--no-progress", "tournament"], tmp_path)
+    for stage in ("prepare", "models", "tournament"):  # models: the tournament's input, as under dvc repro
+        run([str(BIN / "jouleroute"), "--no-progress", stage], tmp_path)
 
     profile = pd.read_parquet(tmp_path / "artifacts/tournament/profile.parquet")
     mc = profile[profile["task"].isin(["arc_easy", "hellaswag"])]

@@ -24,7 +24,8 @@ def make_workdir(path, model_dir):
         cand["batch_size"] = 2  # many small shards, so the kill lands between and inside batches
     params["tracking"]["enabled"] = False
     (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    run([str(BIN / "jouleroute"), "--no-progress", "prepare"], path)
+    for stage in ("prepare", "models"):  # the tournament's inputs, as under dvc repro
+        run([str(BIN / "jouleroute"), "--no-progress", stage], path)
     return path
 
 
