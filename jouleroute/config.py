@@ -9,7 +9,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from jouleroute.backends.config import BackendConfig
 from jouleroute.benchmarks.config import PrepareConfig
-from jouleroute.energy.config import EnergyConfig
+from jouleroute.energy.config import EnergyConfig, EnergyPolicy
 from jouleroute.evaluation.config import EvaluateConfig
 from jouleroute.gateway.config import GatewayConfig
 from jouleroute.paths import PathsConfig
@@ -37,7 +37,8 @@ class Params(StrictModel):
     models: dict[str, ModelSpec] = Field(default_factory=dict)
     pool: list[CandidateSpec] = Field(default_factory=list)
     backend: BackendConfig = Field(default_factory=BackendConfig)
-    energy: EnergyConfig = Field(default_factory=EnergyConfig)
+    energy: EnergyConfig = Field(default_factory=EnergyConfig)  # the meter
+    energy_policy: EnergyPolicy = Field(default_factory=EnergyPolicy)  # how every later stage compares joules
     tournament: TournamentConfig = Field(default_factory=TournamentConfig)
     validate_: ValidateConfig = Field(default_factory=ValidateConfig, alias="validate")
     router_data: RouterDataConfig = Field(default_factory=RouterDataConfig)
@@ -89,6 +90,32 @@ class ParamsError(ValueError):
     """A params file that cannot be used; the message names the file and the key."""
 
 
+# Keys that moved into `energy_policy:` (issue 20). Several sections each held a copy that nothing kept in
+# step (GRPO's reward norm and the labels' norm could differ); a file still holding one fails with the new name.
+MOVED_KEYS = {
+    "router_data.energy_norm": "energy_policy.norm",
+    "grpo.energy_norm": "energy_policy.norm",
+    "baselines.energy_norm": "energy_policy.norm",
+    "router_data.energy_column": "energy_policy.column",
+    "baselines.energy_column": "energy_policy.column",
+    "evaluate.energy_column": "energy_policy.column",
+    "validate.allow_mixed_sources": "energy_policy.allow_mixed_sources",
+    "evaluate.allow_mixed_sources": "energy_policy.allow_mixed_sources",
+    "router_data.allow_mixed_energy_sources": "energy_policy.allow_mixed_sources",
+    "import_outcomes.allow_mixed_sources": "energy_policy.allow_mixed_sources",
+}
+
+
+def moved_keys(raw: dict) -> list[str]:
+    """'old is now new' for every moved key the raw params still hold."""
+    found = []
+    for old, new in MOVED_KEYS.items():
+        section, key = old.split(".")
+        if isinstance(raw.get(section), dict) and key in raw[section]:
+            found.append(f"{old} is now {new}")
+    return found
+
+
 def load_params(path: str | Path = "params.yaml") -> Params:
     path = Path(path)
     try:
@@ -99,6 +126,10 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         raise ParamsError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise ParamsError(f"{path}: the top level must be a mapping of sections")
+    moved = moved_keys(raw)
+    if moved:
+        raise ParamsError(f"{path}: {'; '.join(moved)} (one energy policy for every stage, docs/energy.md): "
+                          "move the value there")
     try:
         return Params.model_validate(raw)
     except ValidationError as exc:

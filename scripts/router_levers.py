@@ -58,17 +58,17 @@ def main() -> None:
     p = load_params(ROOT / args.params)
     profile = pd.read_parquet(p.paths.resolve("profile", ROOT))
     queries = pd.read_parquet(p.paths.resolve("queries", ROOT))
-    lambdas, norm = list(p.evaluate.lambdas), p.grpo.energy_norm
+    lambdas, norm = list(p.evaluate.lambdas), p.energy_policy.norm
     weights = [float(w) for w in args.weights.split(",")]
     val_q = queries[queries["split"] == "val"].sort_values("query_id").reset_index(drop=True)
     test_q = queries[queries["split"] == "test"].sort_values("query_id").reset_index(drop=True)
-    val_m = build_matrix(profile, queries, "val", "energy_j")
-    test_m = build_matrix(profile, queries, "test", "energy_j")
+    val_m = build_matrix(profile, queries, "val", p.energy_policy.column)
+    test_m = build_matrix(profile, queries, "test", p.energy_policy.column)
     first = LMRouter(ROOT / args.router[0].split("=", 1)[1], cfg=p.router.model_copy(update={"quantize": "none"}))
     candidates = first.candidates
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
         update={"cache_dir": str(p.paths.resolve("embedding_cache", ROOT))})})
-    knn = build_router("knn", profile, queries, candidates, baselines)
+    knn = build_router("knn", profile, queries, candidates, baselines, energy=p.energy_policy)
     knn_val, knn_test = knn.score(val_q), knn.score(test_q)
     cols = [test_m.candidates.index(c) for c in candidates]
     singles_c, singles_j = test_m.correct[:, cols].astype(float), test_m.energy_j[:, cols]

@@ -42,12 +42,13 @@ def main() -> None:
             "strip_scaffold": strip,
             "embedding": params.baselines.embedding.model_copy(update={"cache_dir": str(ROOT / paths.embedding_cache)})})
         for family in FAMILIES:
-            router = build_router(family, profile, queries, candidates, cfg)
+            router = build_router(family, profile, queries, candidates, cfg, energy=params.energy_policy)
             scored = router.score(test)
             name = family if strip else f"{family}-raw"
             runs += [RouterRun(f"{name}@{lam:g}", name, lam, scored.decide(lam)) for lam in lambdas]
     cfg = params.evaluate.model_copy(update={"bootstrap_samples": 0})
-    report = evaluate_outcomes(build_matrix(profile, queries, cfg.split, cfg.energy_column), runs, cfg)
+    energy = params.energy_policy
+    report = evaluate_outcomes(build_matrix(profile, queries, cfg.split, energy.column), runs, cfg, energy)
     view = "models_only"
     aiq = {f: report["families"][f]["views"][view]["aiq"] for f in report["families"]}
     lines = ["# Embedding baselines with and without scaffold stripping", "",

@@ -113,7 +113,7 @@ def check_overrides(params_path: Path, argv: list[str]) -> str | None:
         try:
             load_params(tried)
         except ParamsError as error:
-            lines = str(error).splitlines()
+            lines = str(error).replace(f"{tried}: ", "").splitlines()  # the temporary copy's path says nothing
             return (f"{params_path.name} with -S {' -S '.join(assignments)}: "
                     + "; ".join(line.strip(" -") for line in lines[1:] or lines)
                     + f" (nothing was changed; `jouleroute check-params` checks {params_path.name})")

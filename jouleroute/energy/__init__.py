@@ -2,7 +2,7 @@
 
 from jouleroute.energy.attribution import ATTRIBUTION_RULE, attribute_window, attribution_rule, token_shares
 from jouleroute.energy.base import Measurement, Meter
-from jouleroute.energy.config import EnergyConfig
+from jouleroute.energy.config import EnergyConfig, EnergyPolicy
 from jouleroute.energy.estimate import EstimateMeter
 from jouleroute.energy.factory import make_meter, nvml_usable, rapl_usable
 from jouleroute.energy.replay import ReplayMeter
@@ -11,6 +11,7 @@ from jouleroute.energy.zeus_meter import MeterUnavailableError, ZeusMeter
 __all__ = [
     "ATTRIBUTION_RULE",
     "EnergyConfig",
+    "EnergyPolicy",
     "EstimateMeter",
     "Measurement",
     "Meter",

@@ -1,4 +1,5 @@
-"""Typed ``energy`` section of params.yaml: which meter, and the conventions behind its numbers."""
+"""Typed ``energy`` and ``energy_policy`` sections of params.yaml: which meter measures the joules, and how
+every stage after the tournament compares them."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ DEFAULT_CPU_WATTS_PER_CORE = 280.0 / 64
 NVML_UPDATE_PERIOD_S = 0.1
 DEFAULT_MIN_WINDOW_S = 10 * NVML_UPDATE_PERIOD_S
 
+# How joules are scaled to [0, 1] across the pool (jouleroute.routing.scores.normalize_energy).
+EnergyNorm = Literal["max", "linear", "log"]
+ENERGY_NORMS: tuple[str, ...] = ("max", "linear", "log")
+# The profile's energy columns (jouleroute.schema): raw, or with idle power subtracted.
+EnergyColumn = Literal["energy_j", "energy_net_j"]
+
 # How much energy one prompt token is charged relative to one generated token (see
 # jouleroute.energy.attribution and docs/energy.md for the measurement behind it).
 DEFAULT_PREFILL_WEIGHT = 0.1
@@ -33,3 +40,18 @@ class EnergyConfig(StrictModel):
     min_window_s: float = Field(default=DEFAULT_MIN_WINDOW_S, ge=0)  # shorter windows are warned about
     gpu_indices: list[int] | None = None  # None: every visible GPU
     prefill_weight: float = Field(default=DEFAULT_PREFILL_WEIGHT, ge=0)
+
+
+class EnergyPolicy(StrictModel):
+    """How measured joules are compared: one policy, read by every stage that compares them (router_data's
+    labels, GRPO's reward, the held-out checks, the baselines, evaluate, the champion's val utility).
+
+    A section of its own, apart from ``energy`` (the meter): DVC tracks params per key, and a stage that
+    depends on ``energy`` reruns on any change there, so a norm experiment would re-measure the tournament.
+    """
+
+    norm: EnergyNorm = "max"  # max: e / max over the pool; linear: min-max; log: min-max on ln e
+    column: EnergyColumn = "energy_j"  # energy_net_j: idle power subtracted
+    # accept a profile (or comparison) whose figures carry several energy_source labels: validate, router_data,
+    # `jouleroute import` and evaluate then go ahead, and evaluate labels its figures 'mixed:...'
+    allow_mixed_sources: bool = False

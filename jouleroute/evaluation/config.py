@@ -25,9 +25,9 @@ class EvaluateConfig(StrictModel):
     expensive_rule: Literal["above_median", "top"] = "above_median"
     # A router "keeps accuracy" when within this many accuracy points (fraction) of the best single candidate.
     accuracy_tolerance: float = Field(default=0.01, ge=0.0, le=1.0)
-    allow_mixed_sources: bool = False  # compare energy figures from different energy_source labels
     include_overhead: bool = True  # headline energy/latency include the router's own measured overhead
-    energy_column: Literal["energy_j", "energy_net_j"] = "energy_j"  # raw or idle-subtracted energy
+    # which energy column, and whether figures of several energy_source labels may be compared: params
+    # `energy_policy` (one for every stage), handed to run_evaluate
     # A lambda curve whose total change is below this is reported as having no transition.
     min_transition_change: float = Field(default=0.05, gt=0.0, le=1.0)
     bootstrap_samples: int = Field(default=1000, ge=0, le=100_000)  # 0 disables confidence intervals

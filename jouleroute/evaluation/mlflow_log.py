@@ -92,7 +92,7 @@ def log_evaluation(result, tracking_uri: str, experiment_name: str, run_tags: di
                                      "energy_source": result.metrics["energy_source"]})
     parent_id = parent.info.run_id
     try:
-        cfg = report["config"]
+        cfg = report["config"] | {f"energy_policy.{k}": v for k, v in report.get("energy_policy", {}).items()}
         view = report["headline_view"]
         client.log_batch(parent_id, params=[Param(k, str(v)) for k, v in cfg.items()])
         _log_metrics(client, parent_id, flatten(result.metrics))

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from jouleroute.energy.config import EnergyPolicy
 from jouleroute.evaluation.bootstrap import paired_aiq_difference
 from jouleroute.evaluation.config import EvaluateConfig
 from jouleroute.evaluation.frontier import (Point, aiq, check_oracle, cheapest_and_best, pareto_mask, pgr,
@@ -62,7 +63,7 @@ def _check_sources(view: str, outcomes: list[Outcome], allow_mixed: bool) -> str
         f"refusing to compare energy across sources {sorted(sources)} ({view} view): "
         f"e.g. {dict(list(odd.items())[:4])}. "
         f"Joules that were measured, estimated and modelled are not comparable; {hint}"
-        "set evaluate.allow_mixed_sources: true to compare anyway (figures are then labelled 'mixed:...')."
+        "set energy_policy.allow_mixed_sources: true to compare anyway (figures are then labelled 'mixed:...')."
     )
 
 
@@ -123,8 +124,10 @@ def _score_view(view: str, m: ProfileMatrix, singles: list[Outcome], oracle: Out
     return summary, metrics, {f: {"aiq": a, "aiq_lift": a - zero_router} for f, a in fam_aiq.items()}
 
 
-def evaluate_outcomes(m: ProfileMatrix, runs: list[RouterRun], cfg: EvaluateConfig) -> dict:
-    """Everything that goes into report.json, computed from the aligned profile and the router runs."""
+def evaluate_outcomes(m: ProfileMatrix, runs: list[RouterRun], cfg: EvaluateConfig,
+                      energy: EnergyPolicy = EnergyPolicy()) -> dict:
+    """Everything that goes into report.json, computed from the aligned profile and the router runs
+    (``m`` read from the column ``energy.column``; ``energy``: params ``energy_policy``)."""
     names = [r.name for r in runs]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -134,13 +137,13 @@ def evaluate_outcomes(m: ProfileMatrix, runs: list[RouterRun], cfg: EvaluateConf
     families = _families(runs, cfg)
     headline = "with_overhead" if cfg.include_overhead else "models_only"
     report: dict = {"split": cfg.split, "n_queries": len(m.query_ids), "candidates": m.candidates,
-                    "tasks": sorted(set(m.tasks)), "energy_column": cfg.energy_column, "headline_view": headline,
+                    "tasks": sorted(set(m.tasks)), "energy_column": energy.column, "headline_view": headline,
                     "views": {}, "singles": {}, "oracle": {}, "routers": {},
                     "families": {f: {"views": {}} for f in families}}
     everyone = singles + [oracle] + routers
     for view in VIEWS:
         try:
-            label = _check_sources(view, everyone, cfg.allow_mixed_sources)
+            label = _check_sources(view, everyone, energy.allow_mixed_sources)
         except MixedEnergySourcesError:
             if view == headline or view == "models_only":  # only the overhead view may be left out
                 raise
@@ -212,16 +215,19 @@ def run_evaluate(
     experiment_name: str = "jouleroute",
     started_ms: int | None = None,
     selection: dict | None = None,
+    energy: EnergyPolicy = EnergyPolicy(),
 ) -> EvaluationResult:
     """Evaluate ``runs`` on split ``cfg.split``; write outputs under ``out_dir``; log to MLflow if asked.
-    ``selection``: the champion chosen on val (selection.py), reported beside the test figures."""
+    ``selection``: the champion chosen on val (selection.py), reported beside the test figures.
+    ``energy`` (params ``energy_policy``): the energy column compared, and whether sources may mix."""
     from jouleroute.evaluation.report import clean, write_outputs  # matplotlib import only when writing
 
     profile = pd.read_parquet(profile) if isinstance(profile, (str, Path)) else profile
     queries = pd.read_parquet(queries) if isinstance(queries, (str, Path)) else queries
-    matrix = build_matrix(profile, queries, cfg.split, cfg.energy_column)
-    report = clean(evaluate_outcomes(matrix, runs, cfg))
+    matrix = build_matrix(profile, queries, cfg.split, energy.column)
+    report = clean(evaluate_outcomes(matrix, runs, cfg, energy))
     report["config"] = cfg.model_dump(mode="json")
+    report["energy_policy"] = energy.model_dump(mode="json")
     report["provenance"] = dict(run_tags or {})
     if selection:
         report["selection"] = clean(selection)

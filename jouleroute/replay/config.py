@@ -165,7 +165,7 @@ class ImportConfig(StrictModel):
     test_fraction: float = Field(default=0.2, ge=0, lt=1)
     energy: EnergyModelConfig = EnergyModelConfig()
     models: dict[str, EnergyMapping] = Field(default_factory=dict)  # candidate -> mapping, for modelled rows
-    allow_mixed_sources: bool = False  # a profile mixing energy sources must be asked for explicitly
+    # a table mixing energy sources must be asked for explicitly: energy_policy.allow_mixed_sources
 
     @model_validator(mode="after")
     def _fractions(self) -> "ImportConfig":

@@ -3,7 +3,7 @@
 Rows that carry energy (energy_j + energy_source + latency_s) keep it as given; the
 others are modelled from the candidate's entry in ``import_outcomes.models``, exactly as
 the RouterBench replay is (docs/replay.md). Two energy sources in one profile are an
-error unless ``allow_mixed_sources`` says they are wanted.
+error unless ``allow_mixed_sources`` (params ``energy_policy``) says they are wanted.
 """
 
 from __future__ import annotations
@@ -167,7 +167,8 @@ def _queries(query_ids: list, splits: list, per_query: dict, rel: str) -> pd.Dat
     )  # fmt: skip
 
 
-def run_import(cfg: ImportConfig, repo_root: Path, queries_out: Path, profile_out: Path) -> dict:
+def run_import(cfg: ImportConfig, repo_root: Path, queries_out: Path, profile_out: Path,
+               allow_mixed_sources: bool = False) -> dict:
     """Write query table, profile and provenance sidecar from ``cfg.input_file``; return a summary."""
     started = time.perf_counter()
     path = repo_root / cfg.input_file
@@ -212,9 +213,9 @@ def run_import(cfg: ImportConfig, repo_root: Path, queries_out: Path, profile_ou
     profile = pd.concat([p for p in (modelled, measured) if not p.empty]).sort_index()
 
     used_sources = sorted(profile["energy_source"].unique())
-    if len(used_sources) > 1 and not cfg.allow_mixed_sources:
+    if len(used_sources) > 1 and not allow_mixed_sources:
         raise OutcomeTableError(
-            f"{path}: rows carry different energy sources {used_sources}; set import_outcomes.allow_mixed_sources "
+            f"{path}: rows carry different energy sources {used_sources}; set energy_policy.allow_mixed_sources "
             "to true if that is intended (evaluation then compares energies of different kinds)"
         )
 

@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from jouleroute.energy.base import Meter
+from jouleroute.energy.config import EnergyPolicy
 from jouleroute.routing.base import Router
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.routing.baselines.embeddings import Embedder, build_embedder
@@ -43,10 +44,11 @@ def baseline_names(families: Sequence[str], candidates: Sequence[str]) -> list[s
 
 
 def _learned(
-    family: str, candidates: Sequence[str], cfg: BaselinesConfig, embedder: Embedder, meter: Meter | None
+    family: str, candidates: Sequence[str], cfg: BaselinesConfig, embedder: Embedder, meter: Meter | None,
+    energy_norm: str,
 ) -> LearnedRouter:
     own = getattr(cfg, family).model_dump()  # the family's section: knn, mlp or mf
-    common = dict(lam=cfg.lam, energy_norm=cfg.energy_norm, meter=meter, seed=cfg.seed,
+    common = dict(lam=cfg.lam, energy_norm=energy_norm, meter=meter, seed=cfg.seed,
                   strip_scaffold=cfg.strip_scaffold)
     return ROUTER_FAMILIES[family](candidates, embedder, overhead_sample=cfg.overhead_sample, **own, **common)
 
@@ -62,6 +64,7 @@ def build_router(
     mix: Mapping[str, float] | None = None,
     eval_profile: pd.DataFrame | None = None,
     embedder: Embedder | None = None,
+    energy: EnergyPolicy = EnergyPolicy(),
 ) -> Router:
     """Build the baseline called ``name`` for the pool ``candidates``; learned ones are trained here.
 
@@ -72,6 +75,9 @@ def build_router(
     - ``knn`` / ``mlp`` / ``mf``: fit on the ``cfg.train_split`` rows of ``profile_train``
       with questions from ``queries_train``. ``embedder`` overrides ``cfg.embedding``
       (tests inject a fast one); ``meter`` measures their routing overhead.
+
+    ``energy`` (params ``energy_policy``): the profile column the learned ones and the oracle read, and
+    the norm that scales the learned ones' predicted joules.
     """
     family, _, argument = name.partition(":")
     if family not in ROUTER_FAMILIES:
@@ -94,6 +100,6 @@ def build_router(
     if family == "oracle":
         if eval_profile is None:
             raise ValueError("the oracle needs eval_profile: the profile rows of the queries it will route")
-        return OracleRouter(eval_profile, candidates, energy_column=cfg.energy_column)
-    router = _learned(family, candidates, cfg, embedder or build_embedder(cfg.embedding), meter)
-    return router.fit(profile_train, queries_train, energy_column=cfg.energy_column, split=cfg.train_split)
+        return OracleRouter(eval_profile, candidates, energy_column=energy.column)
+    router = _learned(family, candidates, cfg, embedder or build_embedder(cfg.embedding), meter, energy.norm)
+    return router.fit(profile_train, queries_train, energy_column=energy.column, split=cfg.train_split)

@@ -18,12 +18,12 @@ re-decides from the same ``Scores`` for free.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
-EnergyNorm = Literal["max", "linear", "log"]
-ENERGY_NORMS: tuple[str, ...] = ("max", "linear", "log")
+from jouleroute.energy.config import ENERGY_NORMS, EnergyNorm  # noqa: F401  (the names, defined once there)
+
 _LOG_FLOOR_J = 1e-9  # keeps ln() finite for a zero-energy answer (e.g. a cached one)
 TIE_TOLERANCE = 1e-9  # values this close to the best are ties (float noise such as 1 − 0.1·x)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from jouleroute.stages import StageFailed
 from jouleroute.stages.context import StageContext
 from jouleroute.tracking import StageRun, lambda_step
 
@@ -16,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 def heldout_key(ctx: StageContext) -> str:
     """What a held-out check depends on besides the weights: reused by grpo only when this matches."""
-    return ctx.section_hash("router") + ":" + ctx.params.grpo.energy_norm
+    return ctx.section_hash("router") + ":" + ctx.params.energy_policy.norm
 
 
 def sft_heldout(ctx: StageContext) -> dict:
@@ -32,7 +33,18 @@ def training_run(ctx: StageContext, stage: str):
     """The stage's one MLflow run (``None`` inside when tracking is off): opened here, handed to the trainer,
     which logs its params and curves into it; the held-out check follows in the same run."""
     spec = json.loads((ctx.path("router_data_dir") / "router_spec.json").read_text())
-    return ctx.stage_run(stage, sections=(stage, "router"), energy_source=spec.get("energy_source"))
+    check_energy_norm(ctx, spec)
+    return ctx.stage_run(stage, sections=(stage, "router", "energy_policy"), energy_source=spec.get("energy_source"))
+
+
+def check_energy_norm(ctx: StageContext, spec: dict) -> None:
+    """The labels (router_data), the GRPO reward and the held-out utility scale joules one way: the
+    router's spec records the norm its labels used; params that now say another one need router_data rerun."""
+    norm = ctx.params.energy_policy.norm
+    if spec.get("energy_norm") != norm:
+        raise StageFailed(f"{ctx.path('router_data_dir') / 'router_spec.json'}: labels built with energy norm "
+                          f"{spec.get('energy_norm')!r}, but {ctx.params_path.name} has energy_policy.norm: {norm}; "
+                          f"run `{ctx.repro_hint('router_data')}` first")
 
 
 def log_training_metrics(run: StageRun | None, metrics: dict) -> None:
@@ -65,7 +77,7 @@ def heldout_check(ctx: StageContext, model_dir: Path, name: str) -> dict:
     router = LMRouter(model_dir, meter=make_meter(ctx.params.energy), cfg=ctx.params.router)
     train_rows = load_rows(ctx.path("router_data_dir") / "train.jsonl")
     _score_with_progress(ctx, router, rows, f"{name} held-out check")
-    result = label_accuracy(router, rows, energy_norm=ctx.params.grpo.energy_norm, train_rows=train_rows)
+    result = label_accuracy(router, rows, energy_norm=ctx.params.energy_policy.norm, train_rows=train_rows)
     overall = result["overall"]
     by_lambda = result["by_lambda"].values()
     n = sum(row["n"] for row in by_lambda)  # the chosen candidates' mean joules over every (query, λ) row

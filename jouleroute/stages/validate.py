@@ -29,6 +29,7 @@ def validate_stage(ctx: StageContext) -> ValidationResult:
             # the live pool is known from params; a replayed/imported pool is whatever the import produced
             candidate_ids=ctx.params.candidate_ids if tournament else None,
             power_limit_w=_power_limit_w(ctx) if tournament else None,
+            allow_mixed_sources=ctx.params.energy_policy.allow_mixed_sources,
         )
     except ValidationError as err:
         _log_to_mlflow(ctx, err.result)

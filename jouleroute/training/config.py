@@ -11,7 +11,6 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from jouleroute.strict import StrictModel
-from jouleroute.routing.scores import EnergyNorm
 
 Precision = Literal["auto", "fp32", "bf16"]  # auto: bf16 on CUDA, fp32 on CPU
 Device = Literal["auto", "cpu", "cuda"]
@@ -38,8 +37,7 @@ class RouterDataConfig(StrictModel):
     # The trained λ grid. λ is applied at decision time, so SFT fits each query's labels at every
     # λ of the grid in one pass and routing accepts any λ inside [min, max] of it.
     lambdas: tuple[float, ...] = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
-    energy_norm: EnergyNorm = "max"
-    energy_column: Literal["energy_j", "energy_net_j"] = "energy_j"
+    # the energy column, its norm and whether sources may mix: params `energy_policy` (one for every stage)
     labels: tuple[str, ...] | None = None  # one single-token label per candidate (null: A, B, C, ...)
     utility_scale: float = Field(default=10.0, gt=0)  # logits per unit of utility in the decision rule
     max_query_tokens: int = Field(default=96, ge=8)  # token budget of the query text: head and tail kept
@@ -47,7 +45,6 @@ class RouterDataConfig(StrictModel):
     max_train_queries: int | None = Field(default=None, ge=1)  # subsample (seeded) for budget
     # held-out (val) queries kept for the grpo stage's check; each costs one routing per λ
     max_val_queries: int | None = Field(default=None, ge=1)
-    allow_mixed_energy_sources: bool = False
     seed: int = 0
 
     @field_validator("lambdas")
@@ -106,7 +103,7 @@ class GrpoConfig(_TrainParams):
     # expected_correctness: the outcome shrunk toward the task prior (lower variance than the 0/1
     # outcome, the quantity the SFT labels maximize); "correctness" rewards the realized outcome
     rewards: dict[str, float] = {"expected_correctness": 1.0, "energy_penalty": 1.0}
-    energy_norm: EnergyNorm = "max"
+    # energy_penalty scales joules with the norm the labels used (router_spec.json: params energy_policy.norm)
     num_generations: int | None = Field(default=None, ge=2)  # null: the pool size (every candidate can be tried)
     prompts_per_step: int = Field(default=4, ge=1)  # completions per step = prompts x num_generations
     # < 1 keeps the sampled policy close to the argmax the router deploys

@@ -100,8 +100,8 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run:
             prompts.append({"prompt": text, "lam": float(lam), "query_id": row["query_id"],
                             "correct_by_candidate": correct, "energy_by_candidate": energy,
                             "expected_correct_by_candidate": expected})
-    funcs, weights = build_rewards(cfg.rewards, cfg.energy_norm)
-    funcs[0] = track_choices(funcs[0], spec, cfg.energy_norm)
+    funcs, weights = build_rewards(cfg.rewards, spec.energy_norm)
+    funcs[0] = track_choices(funcs[0], spec, spec.energy_norm)
     args = GRPOConfig(
         **trainer_kwargs(cfg, out_dir, setup.device, run_name="grpo"),
         per_device_train_batch_size=cfg.prompts_per_step * generations, num_generations=generations,

@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from jouleroute.energy.config import EnergyPolicy
 from jouleroute.schema import ENERGY_SOURCES
 from jouleroute.training.config import RouterDataConfig
 from jouleroute.routing.lm.spec import RouterSpec, default_labels, format_lambda
@@ -42,13 +43,13 @@ def _require(frame: pd.DataFrame, columns: tuple[str, ...], name: str) -> None:
         raise ValueError(f"{name} table lacks column(s) {missing}; it has {list(frame.columns)}")
 
 
-def _validate(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDataConfig) -> list[str]:
+def _validate(profile: pd.DataFrame, queries: pd.DataFrame, energy: EnergyPolicy) -> list[str]:
     """Checks the profile rows we use; returns the candidate ids (sorted)."""
-    _require(profile, PROFILE_NEEDS + (cfg.energy_column,), "profile")
+    _require(profile, PROFILE_NEEDS + (energy.column,), "profile")
     _require(queries, QUERY_NEEDS, "query")
-    energy = pd.to_numeric(profile[cfg.energy_column], errors="coerce")
+    joules = pd.to_numeric(profile[energy.column], errors="coerce")
     checks = [
-        (~(energy.notna() & energy.between(0, float("inf"))), cfg.energy_column, "a finite number >= 0"),
+        (~(joules.notna() & joules.between(0, float("inf"))), energy.column, "a finite number >= 0"),
         (~profile["correct"].isin([0, 1]), "correct", "0 or 1"),
         (~profile["energy_source"].isin(ENERGY_SOURCES), "energy_source", f"one of {ENERGY_SOURCES}"),
     ]
@@ -70,9 +71,9 @@ def _validate(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDataConfi
         raise ValueError(f"{len(partial)} queries lack some candidate's profile row (rewards need all of them), "
                          f"e.g. query_id={partial.index[0]} has {partial.iloc[0]} of {len(candidates)}")
     sources = sorted(profile["energy_source"].unique())
-    if len(sources) > 1 and not cfg.allow_mixed_energy_sources:
+    if len(sources) > 1 and not energy.allow_mixed_sources:
         raise ValueError(f"profile mixes energy sources {sources}; labels would compare unlike numbers. "
-                         "Set router_data.allow_mixed_energy_sources: true to accept it.")
+                         "Set energy_policy.allow_mixed_sources: true to accept it.")
     known = queries.set_index("query_id")
     missing = sorted(set(profile["query_id"]) - set(known.index))
     if missing:
@@ -134,11 +135,13 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
             handle.write(json.dumps(row, sort_keys=True) + "\n")
 
 
-def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDataConfig, out_dir: Path) -> dict:
-    """Build train/val datasets, router_spec.json and stats.json in ``out_dir``; returns the stats."""
+def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDataConfig, out_dir: Path,
+                    energy: EnergyPolicy = EnergyPolicy()) -> dict:
+    """Build train/val datasets, router_spec.json and stats.json in ``out_dir``; returns the stats.
+    ``energy`` (params ``energy_policy``): the column, norm and mixing rule the labels use."""
     rng = random.Random(cfg.seed)
     profile = profile[profile["split"].isin(["train", "val"])]  # TEST never enters this stage
-    candidates = _validate(profile, queries, cfg)
+    candidates = _validate(profile, queries, energy)
     train = profile[profile["split"] == "train"]
     if train.empty:
         raise ValueError("profile has no train rows: router_data builds its datasets from the TRAIN split only")
@@ -157,15 +160,15 @@ def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDat
         scaffolds = {t: s.to_dict() for t, s in learn_scaffolds(by_task).items() if s.prefix or s.suffix}
     spec = RouterSpec(candidates=candidates, labels=list(cfg.labels) if cfg.labels else default_labels(candidates),
                       energy_source=",".join(sorted(profile["energy_source"].unique())),
-                      energy_norm=cfg.energy_norm, label_policy=cfg.label_policy, lambdas=list(cfg.lambdas),
+                      energy_norm=energy.norm, label_policy=cfg.label_policy, lambdas=list(cfg.lambdas),
                       utility_scale=cfg.utility_scale, max_query_tokens=cfg.max_query_tokens, scaffolds=scaffolds,
-                      **_pool_tables(train, cfg.energy_column, candidates))
+                      **_pool_tables(train, energy.column, candidates))
 
     def label(outcome: dict[str, Any], lam: float) -> str:
         if cfg.label_policy == "utility":
-            return utility_label(outcome["correct"], outcome["energy"], lam, cfg.energy_norm, candidates)
+            return utility_label(outcome["correct"], outcome["energy"], lam, energy.norm, candidates)
         if cfg.label_policy == "expected_utility":
-            return expected_utility_label(outcome["correct"], outcome["energy"], lam, cfg.energy_norm, candidates,
+            return expected_utility_label(outcome["correct"], outcome["energy"], lam, energy.norm, candidates,
                                           outcome["prior"], cfg.prior_strength)
         task = outcome["task"]
         task_acc = {c: spec.task_accuracy.get(task, {}).get(c, 0.0) for c in candidates}
@@ -176,7 +179,7 @@ def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDat
         return {"query_id": qid, "task": outcome["task"], "question": questions[qid],
                 "correct_by_candidate": outcome["correct"], "energy_by_candidate": outcome["energy"]}
 
-    train_outcomes = _outcomes(train, cfg.energy_column, train)
+    train_outcomes = _outcomes(train, energy.column, train)
     k = cfg.prior_strength  # GRPO's expected_correctness reward: the outcome shrunk toward the task prior
     train_rows = [{**row(qid, o), "labels": {format_lambda(lam): label(o, lam) for lam in cfg.lambdas},
                    "expected_correct_by_candidate": {c: (o["correct"][c] + k * o["prior"][c]) / (1 + k)
@@ -187,21 +190,21 @@ def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDat
     if cfg.max_val_queries is not None and len(val_ids) > cfg.max_val_queries:
         val = val[val["query_id"].isin(rng.sample(val_ids, cfg.max_val_queries))]
     val_rows = [{**row(qid, o), "lam": lam, "label": label(o, lam)}
-                for qid, o in _outcomes(val, cfg.energy_column, train).items() for lam in cfg.lambdas]
+                for qid, o in _outcomes(val, energy.column, train).items() for lam in cfg.lambdas]
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     _write_jsonl(out_dir / "train.jsonl", train_rows)
     _write_jsonl(out_dir / "val.jsonl", val_rows)
     spec.save(out_dir)
-    stats = _stats(cfg, spec, train_outcomes, label, train_rows, val_rows)
+    stats = _stats(cfg, energy, spec, train_outcomes, label, train_rows, val_rows)
     (out_dir / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True))
     log.info("router_data: %d train queries x %d λ, %d val rows for %d candidates (scaffold stripped on %d tasks)",
              len(train_rows), len(cfg.lambdas), len(val_rows), len(candidates), len(scaffolds))
     return stats
 
 
-def _stats(cfg, spec, train_outcomes, label, train_rows, val_rows) -> dict[str, Any]:
+def _stats(cfg, energy, spec, train_outcomes, label, train_rows, val_rows) -> dict[str, Any]:
     """Label distribution and mean label energy per λ over ALL train queries."""
     by_lambda: dict[str, Any] = {}
     for lam in cfg.lambdas:
@@ -221,7 +224,7 @@ def _stats(cfg, spec, train_outcomes, label, train_rows, val_rows) -> dict[str, 
         "candidates": spec.candidates,
         "labels": dict(zip(spec.candidates, spec.labels)),
         "energy_source": spec.energy_source,
-        "energy_column": cfg.energy_column,
+        "energy_column": energy.column,
         "label_policy": cfg.label_policy,
         "lambdas": list(cfg.lambdas),
         "scaffold_tasks": sorted(spec.scaffolds),

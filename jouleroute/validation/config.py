@@ -10,7 +10,7 @@ from jouleroute.strict import StrictModel
 class ValidateConfig(StrictModel):
     """params.yaml section `validate`."""
 
-    allow_mixed_sources: bool = False  # accept a profile whose rows carry several energy_source labels
+    # whether a profile may mix energy_source labels is energy_policy.allow_mixed_sources (one rule for all stages)
     example_rows: int = Field(default=5, ge=1, le=100)  # offending rows shown per failed expectation
     raise_on_failure: bool = True  # False: return the failed result instead of raising (exploration only)
     data_docs: bool = True  # also build GE data docs (~1 s); report.json and report.html are always written

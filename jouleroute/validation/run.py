@@ -81,13 +81,15 @@ def run_validate(
     queries_path: Path | None = None,
     candidate_ids: list[str] | None = None,
     power_limit_w: float | None = None,
+    allow_mixed_sources: bool = False,
 ) -> ValidationResult:
     """Validate the profile at ``profile_path``; write results under ``out_dir``.
 
     ``queries_path`` (the query table) fixes the expected set of queries; without
     it the profile's own query ids are taken. ``candidate_ids`` likewise fixes the
     expected candidates (the pool). ``power_limit_w`` bounds ``avg_power_w`` when
-    the hardware states a limit. Raises ``ValidationError`` on failure unless
+    the hardware states a limit. ``allow_mixed_sources`` (params ``energy_policy``) accepts a
+    profile whose rows carry several energy_source labels. Raises ``ValidationError`` on failure unless
     ``cfg.raise_on_failure`` is False.
     """
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -134,7 +136,7 @@ def run_validate(
                      "unexpected_index_column_names": index_cols}
 
     frames = {"profile": (profile, profile_expectations(
-        list(profile.columns), query_ids, cand_ids, cfg.allow_mixed_sources, power_limit_w))}
+        list(profile.columns), query_ids, cand_ids, allow_mixed_sources, power_limit_w))}
     if queries is not None and {"query_id", "candidate_id", "task", "split"} <= set(profile.columns):
         joined = profile[["query_id", "candidate_id", "task", "split"]].merge(
             queries.rename(columns={"task": "query_task", "split": "query_split"}), on="query_id", how="left")
@@ -181,6 +183,7 @@ def run_validate(
         "expected_candidates": cand_ids,
         "power_limit_w": power_limit_w,
         "config": cfg.model_dump(),
+        "allow_mixed_sources": allow_mixed_sources,
         "summary": result.summary(),
         "failures": failures_to_json(failures),
         "checks": checks,

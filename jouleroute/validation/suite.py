@@ -157,7 +157,7 @@ def profile_expectations(
                     E.ExpectColumnUniqueValueCountToBeBetween(column="energy_source", min_value=1, max_value=1),
                     "energy",
                     "the whole profile carries a single energy_source "
-                    "(set validate.allow_mixed_sources to accept several)",
+                    "(set energy_policy.allow_mixed_sources to accept several)",
                 )
             )
 

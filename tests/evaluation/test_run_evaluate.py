@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
+from jouleroute.energy import EnergyPolicy
 from jouleroute.evaluation import EvaluateConfig, MixedEnergySourcesError, RouterRun, oracle_choices, run_evaluate
 from jouleroute.routing.base import RoutingDecisions
 
@@ -85,9 +86,11 @@ def test_mixed_profile_sources_are_refused_unless_allowed(synthetic, tmp_path):
     runs = make_runs(synthetic, CFG)[-1:]
     with pytest.raises(MixedEnergySourcesError, match="estimated.*modelled.*allow_mixed_sources"):
         run_evaluate(profile, synthetic["queries"], runs, CFG, tmp_path / "a")
-    cfg = CFG.model_copy(update={"allow_mixed_sources": True, "plots": False})
-    result = run_evaluate(profile, synthetic["queries"], runs, cfg, tmp_path / "b")
+    cfg = CFG.model_copy(update={"plots": False})
+    result = run_evaluate(profile, synthetic["queries"], runs, cfg, tmp_path / "b",
+                          energy=EnergyPolicy(allow_mixed_sources=True))
     assert result.metrics["energy_source"] == "mixed:estimated+modelled"
+    assert result.report["energy_policy"]["allow_mixed_sources"] is True
     assert result.metrics["singles"]["large"]  # still reported
     assert result.report["singles"]["large"]["views"]["models_only"]["energy_source"] == "modelled"
     assert "Warning" in result.paths["markdown"].read_text()

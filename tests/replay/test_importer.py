@@ -45,8 +45,9 @@ def _cfg(fake_ref, path: Path, **kw) -> ImportConfig:
     return ImportConfig(input_file=str(path), energy=energy, models=kw.pop("models", models), **kw)
 
 
-def _run(cfg: ImportConfig, tmp_path: Path, repo_root: Path) -> tuple[dict, pd.DataFrame]:
-    summary = run_import(cfg, repo_root, tmp_path / "out" / "queries.parquet", tmp_path / "out" / "profile.parquet")
+def _run(cfg: ImportConfig, tmp_path: Path, repo_root: Path, **policy) -> tuple[dict, pd.DataFrame]:
+    summary = run_import(cfg, repo_root, tmp_path / "out" / "queries.parquet", tmp_path / "out" / "profile.parquet",
+                         **policy)
     return summary, pd.read_parquet(tmp_path / "out" / "profile.parquet")
 
 
@@ -107,7 +108,7 @@ def test_measured_rows_keep_their_energy_and_mixing_needs_consent(fake_ref, tmp_
     path = _write(rows, tmp_path / "t.csv")
     with pytest.raises(OutcomeTableError, match="different energy sources.*allow_mixed_sources"):
         _run(_cfg(fake_ref, path), tmp_path, repo_root)
-    summary, profile = _run(_cfg(fake_ref, path, allow_mixed_sources=True), tmp_path, repo_root)
+    summary, profile = _run(_cfg(fake_ref, path), tmp_path, repo_root, allow_mixed_sources=True)
     measured = profile[profile["query_id"] == "q2"]
     assert summary["energy_sources"] == ["measured-nvml", "modelled"]
     assert measured["energy_j"].tolist() == [5.0, 5.0] and set(measured["energy_source"]) == {"measured-nvml"}

@@ -81,7 +81,7 @@ def test_mixed_sources_fail_unless_allowed(paths, valid_tables):
     mixed = profile.assign(energy_source=["estimated", "modelled"] * (len(profile) // 2))
     message = _fails(paths, mixed)
     assert "single energy_source" in message and "modelled" in message
-    assert _run(paths, mixed, cfg=ValidateConfig(allow_mixed_sources=True, data_docs=False)).success
+    assert _run(paths, mixed, allow_mixed_sources=True).success  # params energy_policy.allow_mixed_sources
 
 
 def test_missing_pair_fails(paths, valid_tables):
@@ -112,6 +112,8 @@ def test_raise_on_failure_false_returns_result(paths, valid_tables):
 def test_config_rejects_unknown_keys():
     with pytest.raises(ValueError):
         ValidateConfig(allow_mixed_source=True)
+    with pytest.raises(ValueError):  # the mixing rule is energy_policy's, for every stage
+        ValidateConfig(allow_mixed_sources=True)
 
 
 def test_missing_profile_file_is_named(tmp_path):

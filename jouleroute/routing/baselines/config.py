@@ -6,7 +6,6 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from jouleroute.routing.scores import EnergyNorm
 from jouleroute.strict import StrictModel
 
 # Every name build_router accepts; "always" expands to one "always:<candidate_id>" per candidate.
@@ -65,8 +64,7 @@ class BaselinesConfig(StrictModel):
 
     families: tuple[Literal["always", "random", "oracle", "knn", "mlp", "mf"], ...] = BASELINE_FAMILIES
     lam: float = Field(default=0.5, ge=0.0)
-    energy_norm: EnergyNorm = "max"
-    energy_column: Literal["energy_j", "energy_net_j"] = "energy_j"
+    # the energy column and its norm: params `energy_policy`, handed to build_router (one for every stage)
     train_split: Literal["train", "val", "test"] = "train"
     seed: int = 0
     # train the learned baselines on at most this many train queries (seeded sample; null = all)
