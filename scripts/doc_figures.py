@@ -8,6 +8,8 @@ markers; this script rewrites what lies between them from where the figure comes
     replay-pool   docs/replay.md      the replay pool per split, from its profile (`make study`)
     models        docs/backends.md    the converted models' size and parameters, from their manifests (`make run`)
     cpu-estimate  docs/energy.md      the CPU estimate's constants, from jouleroute/energy/config.py
+    energy-params docs/energy.md      the `energy` and `energy_policy` sections, defaults and comments, from
+                                      their typed models (jouleroute/energy/config.py)
     layers        docs/architecture.md  the layer table that tests/test_architecture.py enforces
 
 A block whose source is not there yet (no run on this machine) is left as it is and named.
@@ -113,6 +115,29 @@ def cpu_estimate() -> str:
             f"**`idle_seconds = {cfg.idle_seconds:g}` s** by default.")
 
 
+def energy_params() -> str:
+    """The two sections as YAML: every key at its default, commented with its choices and its description."""
+    import typing
+
+    import yaml
+
+    from jouleroute.config import Params
+
+    lines = ["```yaml"]
+    for section, what in (("energy", "the meter"), ("energy_policy", "how every later stage compares joules")):
+        model = Params.model_fields[section].annotation
+        lines.append(f"{section + ':':<28}# {what} ({model.__name__})")
+        for name, field in model.model_fields.items():
+            value = yaml.safe_dump(field.default, default_flow_style=True).splitlines()[0]
+            choices = typing.get_args(field.annotation) if typing.get_origin(field.annotation) is typing.Literal \
+                else ()
+            note = " | ".join(map(str, choices)) + ("; " if choices else "") + (field.description or "")
+            entry = f"  {name}: {value}"
+            lines.append(f"{entry:<27} # {note}" if note else entry)
+        lines.append("")
+    return "\n".join(lines[:-1] + ["```"])
+
+
 def layers() -> str:
     from tests.test_architecture import LAYERS
 
@@ -128,6 +153,7 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "replay-pool": ("docs/replay.md", replay_pool),
     "models": ("docs/backends.md", models),
     "cpu-estimate": ("docs/energy.md", cpu_estimate),
+    "energy-params": ("docs/energy.md", energy_params),
     "layers": ("docs/architecture.md", layers),
 }
 

@@ -32,14 +32,18 @@ DEFAULT_PREFILL_WEIGHT = 0.1
 
 
 class EnergyConfig(StrictModel):
-    """How energy is metered and how a batch window is split over its requests."""
+    """How energy is metered and how a batch window is split over its requests. The descriptions are the
+    comments of docs/energy.md's params block (scripts/doc_figures.py writes it from these models)."""
 
-    meter: Literal["auto", "zeus", "estimate"] = "auto"
-    cpu_watts_per_core: float = Field(default=DEFAULT_CPU_WATTS_PER_CORE, gt=0)
-    idle_seconds: float = Field(default=5.0, ge=0)  # idle-power measurement before a run
-    min_window_s: float = Field(default=DEFAULT_MIN_WINDOW_S, ge=0)  # shorter windows are warned about
-    gpu_indices: list[int] | None = None  # None: every visible GPU
-    prefill_weight: float = Field(default=DEFAULT_PREFILL_WEIGHT, ge=0)
+    meter: Literal["auto", "zeus", "estimate"] = Field(
+        default="auto", description="auto: Zeus (NVML/RAPL) where usable, else the labelled CPU-time estimate")
+    cpu_watts_per_core: float = Field(default=DEFAULT_CPU_WATTS_PER_CORE, gt=0,
+                                      description="the estimate only: W charged per busy core (see below)")
+    idle_seconds: float = Field(default=5.0, ge=0, description="idle-power measurement before a run")
+    min_window_s: float = Field(default=DEFAULT_MIN_WINDOW_S, ge=0, description="shorter windows are warned about")
+    gpu_indices: list[int] | None = Field(default=None, description="null: every visible GPU")
+    prefill_weight: float = Field(default=DEFAULT_PREFILL_WEIGHT, ge=0,
+                                  description="attribution: a prompt token's cost relative to a generated one")
 
 
 class EnergyPolicy(StrictModel):
@@ -50,8 +54,9 @@ class EnergyPolicy(StrictModel):
     depends on ``energy`` reruns on any change there, so a norm experiment would re-measure the tournament.
     """
 
-    norm: EnergyNorm = "max"  # max: e / max over the pool; linear: min-max; log: min-max on ln e
-    column: EnergyColumn = "energy_j"  # energy_net_j: idle power subtracted
-    # accept a profile (or comparison) whose figures carry several energy_source labels: validate, router_data,
-    # `jouleroute import` and evaluate then go ahead, and evaluate labels its figures 'mixed:...'
-    allow_mixed_sources: bool = False
+    norm: EnergyNorm = Field(default="max", description="max: e / max over the pool; linear: min-max; "
+                                                       "log: min-max on ln e")
+    column: EnergyColumn = Field(default="energy_j", description="energy_net_j: idle power subtracted")
+    allow_mixed_sources: bool = Field(default=False, description=(
+        "true: validate, router_data, `jouleroute import` and evaluate accept figures with several "
+        "energy_source labels (evaluate labels them 'mixed:...')"))
