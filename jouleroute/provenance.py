@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 _LIBRARIES = (
     "torch", "transformers", "trl", "peft", "zeus", "nvidia-ml-py", "mlflow", "dvc",
@@ -88,3 +89,22 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # seeds every CUDA device too
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """``seed_everything`` for the block only: what runs inside is reproducible (a baseline's dropout and
+    init), and the caller's Python, NumPy and torch CPU generators continue afterwards as if it never ran."""
+    import random
+
+    import numpy as np
+    import torch
+
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):  # CPU only: forking CUDA's would initialize it for nothing
+        try:
+            seed_everything(seed)
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from jouleroute.provenance import seed_everything
+
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -61,7 +63,6 @@ def build_tiny_llama(
 ) -> Path:
     """Write a random LlamaForCausalLM + tokenizer to ``folder`` (save_pretrained layout). ``corpus``: the
     sentences the tokenizer is trained on (default: a few general ones)."""
-    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = build_tokenizer(vocab_size, corpus)
@@ -80,7 +81,7 @@ def build_tiny_llama(
         # Wider than the usual 0.02 so greedy output varies instead of repeating one token.
         initializer_range=initializer_range,
     )
-    torch.manual_seed(seed)
+    seed_everything(seed)
     model = LlamaForCausalLM(config)
     folder = Path(folder)
     model.save_pretrained(folder)

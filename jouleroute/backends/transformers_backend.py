@@ -12,6 +12,7 @@ import time
 
 from jouleroute.backends.base import Backend, GenRequest, GenResult, LoglikRequest, best_normalized, cut_at_stop
 from jouleroute.backends.loglik import batch_logliks
+from jouleroute.provenance import seed_everything
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class TransformersBackend(Backend):
 
         if torch_threads:
             torch.set_num_threads(torch_threads)
-        torch.manual_seed(SEED)
+        seed_everything(SEED)
         from jouleroute.routing.torch_env import resolve_device  # imports torch: only when a backend is built
 
         self.device = resolve_device(device)

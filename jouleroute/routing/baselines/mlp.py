@@ -20,7 +20,8 @@ from torch import nn
 
 from jouleroute.routing.baselines.embeddings import Embedder
 from jouleroute.routing.baselines.learned import LearnedRouter
-from jouleroute.routing.baselines.torch_fit import as_targets, masked_bce, seeded, single_threaded, train_minibatch
+from jouleroute.provenance import seeded
+from jouleroute.routing.baselines.torch_fit import as_targets, masked_bce, single_threaded, train_minibatch
 from jouleroute.routing.baselines.train_table import TrainTable
 
 # Energies at or below zero (possible for idle-subtracted net energy) cannot be logged.

@@ -11,14 +11,6 @@ import torch.nn.functional as F
 
 
 @contextlib.contextmanager
-def seeded(seed: int) -> Iterator[None]:
-    """Seed torch inside the block only, leaving the caller's random state as it was."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        yield
-
-
-@contextlib.contextmanager
 def single_threaded() -> Iterator[None]:
     """Run torch on one thread inside the block.
 
@@ -60,7 +52,7 @@ def train_minibatch(
 ) -> list[float]:
     """AdamW over shuffled row batches; ``batch_loss(row_index)`` returns the batch's loss.
 
-    Returns the mean loss of each epoch. Call inside ``seeded`` so dropout is reproducible.
+    Returns the mean loss of each epoch. Call inside ``provenance.seeded`` so dropout is reproducible.
     """
     order_rng = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(module.parameters(), lr=lr, weight_decay=weight_decay)
