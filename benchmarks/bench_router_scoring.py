@@ -8,25 +8,33 @@ scaffold stripped, the same token budget), the same batch size and the same torc
   (``logits_to_keep=1``), of which the label logits were read;
 * fast: the deployed configuration read from the study's params: the first
   ``sft.router_layers`` decoder layers (early exit) and ``router.quantize`` (int8 dynamic
-  quantization of the decoder on CPU), with only the label rows of the head applied.
+  quantization of the decoder on CPU), with only the label rows of the head applied, and the
+  shared prompt prefix's keys and values computed once (``SharedPrefix``); the same router
+  without the prefix cache is timed too, and its label logits compared with the cached ones.
+
+``--layers``, ``--quantize`` and ``--max-query-tokens`` (a shorter query budget: a measurement
+only, since the budget is part of what the router was trained on; the full router keeps the
+study's prompts) try other levers and write ``router_scoring-<levers>.json`` instead.
 
 Speed does not depend on the weights' values, so both use the converted base model (the
 ``models`` stage); decision agreement of trained routers is measured on the study's val split
 by ``scripts/router_levers.py`` and stated in docs/router-training.md.
 
-    .venv/bin/python benchmarks/bench_router_scoring.py [--queries 96] [--threads 1]
+    .venv/bin/python benchmarks/bench_router_scoring.py [--queries 96] [--threads 1] [--layers 4]
 
-Writes benchmarks/results/router_scoring.json.
+Writes benchmarks/results/router_scoring.json (the deployed configuration).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from _common import conditions, write_result
@@ -34,7 +42,7 @@ from _common import conditions, write_result
 from jouleroute.config import load_params
 from jouleroute.routing.lm.config import RouterConfig
 from jouleroute.routing.lm.router import LMRouter
-from jouleroute.routing.lm.scoring import left_padded
+from jouleroute.routing.lm.scoring import label_logits, left_padded
 from jouleroute.training.trunk import keep_first_layers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +58,7 @@ def test_queries(n: int) -> pd.DataFrame:
     raise SystemExit("no query table: run `make study` (replay) or `dvc repro prepare` first")
 
 
-def router_folder(tmp: Path, name: str, layers: int | None) -> Path:
+def router_folder(tmp: Path, name: str, layers: int | None, max_query_tokens: int | None = None) -> Path:
     from transformers import AutoModelForCausalLM
 
     folder = tmp / name
@@ -61,7 +69,10 @@ def router_folder(tmp: Path, name: str, layers: int | None) -> Path:
     if layers is not None:
         model = keep_first_layers(AutoModelForCausalLM.from_pretrained(str(folder)), layers)
         model.save_pretrained(str(folder))
-    shutil.copy(spec, folder)
+    raw = json.loads(spec.read_text())
+    if max_query_tokens is not None:
+        raw["max_query_tokens"] = max_query_tokens
+    (folder / spec.name).write_text(json.dumps(raw))
     return folder
 
 
@@ -73,28 +84,50 @@ def full_label_logits(model, prompts, label_ids, pad_id):
     return out.logits[:, -1, list(label_ids)].float().numpy()
 
 
-def full_rate(router: LMRouter, queries: pd.DataFrame, repeats: int, batch_size: int = 16) -> float:
-    prompts = router.prompts(queries)
+def full_pass(router: LMRouter, prompts: list[list[int]], batch_size: int = 16) -> None:
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # batched by length, as the router does
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for start in range(0, len(order), batch_size):
-            full_label_logits(router.model, [prompts[i] for i in order[start:start + batch_size]],
-                              router.label_ids, router.tokenizer.pad_token_id)
-        best = min(best, time.perf_counter() - started)
-    return len(prompts) / best
+    for start in range(0, len(order), batch_size):
+        full_label_logits(router.model, [prompts[i] for i in order[start:start + batch_size]],
+                          router.label_ids, router.tokenizer.pad_token_id)
 
 
-def rate(router: LMRouter, queries: pd.DataFrame, repeats: int) -> float:
-    """Best of ``repeats`` fresh passes, in routings per second."""
-    best = float("inf")
+def prefix_agreement(router: LMRouter, queries: pd.DataFrame, batch_size: int = 16) -> dict:
+    """Label logits with and without the prefix cache, same batches: the largest difference, in
+    logits and as a share of their spread, and how often the top label differs."""
+    prompts = router.prompts(queries)
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    pad, cached, plain = router.tokenizer.pad_token_id, [], []
+    for start in range(0, len(order), batch_size):
+        batch = [prompts[i] for i in order[start:start + batch_size]]
+        cached.append(label_logits(router.model, batch, router.label_ids, pad, router.prefix))
+        plain.append(label_logits(router.model, batch, router.label_ids, pad))
+    cached, plain = np.concatenate(cached), np.concatenate(plain)
+    diff = float(np.max(np.abs(cached - plain)))
+    return {"max_abs_logit_diff": diff, "max_diff_over_spread": diff / float(np.ptp(plain)),
+            "top_label_differs": int(np.sum(cached.argmax(1) != plain.argmax(1)))}
+
+
+def fresh_pass(router: LMRouter, queries: pd.DataFrame, prefix) -> None:
+    router._last, router.prefix = None, prefix  # a fresh pass, not the memoized scores
+    router.score(queries)
+
+
+def best_rates(passes: dict, n: int, repeats: int) -> dict[str, dict[str, float]]:
+    """Routings per second of each pass, best of ``repeats``, by the wall clock and by this process's
+    CPU time (with one torch thread, what the pass itself used: less sensitive to other jobs on a shared
+    machine). The passes take turns, so a change in the machine's load falls on all of them alike."""
+    wall, cpu = dict.fromkeys(passes, float("inf")), dict.fromkeys(passes, float("inf"))
     for _ in range(repeats):
-        router._last = None  # a fresh pass, not the memoized scores
-        started = time.perf_counter()
-        router.score(queries)
-        best = min(best, time.perf_counter() - started)
-    return len(queries) / best
+        for name, run in passes.items():
+            started, cpu_started = time.perf_counter(), time.process_time()
+            run()
+            wall[name] = min(wall[name], time.perf_counter() - started)
+            cpu[name] = min(cpu[name], time.process_time() - cpu_started)
+    return {name: {"routings_per_s": n / wall[name], "routings_per_cpu_s": n / cpu[name]} for name in passes}
+
+
+def ratio(rates: dict, a: str, b: str, key: str) -> float:
+    return rates[a][key] / rates[b][key]
 
 
 def main() -> None:
@@ -104,34 +137,54 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--layers", type=int, default=None, help="early exit to try (default: the study's sft.router_layers)")
     parser.add_argument("--quantize", default=None, help="none | int8 | auto (default: the study's router.quantize)")
+    parser.add_argument("--max-query-tokens", type=int, default=None,
+                        help="a shorter query budget for the fast router (measurement only: it changes training)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     params = load_params(STUDY)
     layers = args.layers if args.layers is not None else params.sft.router_layers
     quantize = args.quantize or params.router.quantize
+    levers = "".join([f"-L{layers}" if args.layers is not None else "",
+                      f"-{quantize}" if args.quantize is not None else "",
+                      f"-q{args.max_query_tokens}" if args.max_query_tokens is not None else ""])
     queries = test_queries(args.queries)
+    cond = conditions()
     with tempfile.TemporaryDirectory() as tmp:
         full = LMRouter(router_folder(Path(tmp), "full", None),
                         cfg=RouterConfig(batch_size=16, threads=args.threads, quantize="none"))
-        fast = LMRouter(router_folder(Path(tmp), "fast", layers),
+        fast = LMRouter(router_folder(Path(tmp), "fast", layers, args.max_query_tokens),
                         cfg=RouterConfig(batch_size=16, threads=args.threads, quantize=quantize))
-        assert full.prompts(queries) == fast.prompts(queries)  # the same prompts, token for token
-        full_routings, fast_routings = full_rate(full, queries, args.repeats), rate(fast, queries, args.repeats)
+        if args.max_query_tokens is None:
+            assert full.prompts(queries) == fast.prompts(queries)  # the same prompts, token for token
+        assert fast.prefix is not None and all(fast.prefix.fits(p) for p in fast.prompts(queries))
+        agreement = prefix_agreement(fast, queries)
+        prompts, prefix = full.prompts(queries), fast.prefix
+        rates = best_rates({"full": lambda: full_pass(full, prompts),
+                            "fast": lambda: fresh_pass(fast, queries, prefix),
+                            # the same router, every prompt read from its first token
+                            "uncached": lambda: fresh_pass(fast, queries, None)}, len(queries), args.repeats)
         tokens = sum(len(p) for p in full.prompts(queries)) / len(queries)
+        fast_tokens = sum(len(p) for p in fast.prompts(queries)) / len(queries)
     payload = {
-        "conditions": conditions(),
+        "conditions": cond,
         "queries": len(queries),
         "mean_prompt_tokens": round(tokens, 1),
         "full": {"layers": full.model.config.num_hidden_layers, "quantize": "none", "head": "full vocabulary",
-                 "routings_per_s": full_routings},
+                 "prefix_cache": False, "max_query_tokens": full.spec.max_query_tokens, **rates["full"]},
         "fast": {"layers": fast.model.config.num_hidden_layers, "quantize": "int8" if fast.quantized else "none",
-                 "head": "label rows", "routings_per_s": fast_routings},
-        "speedup_fast_vs_full": fast_routings / full_routings,
+                 "head": "label rows", "prefix_cache": True, "prefix_tokens": len(prefix),
+                 "max_query_tokens": fast.spec.max_query_tokens, "mean_prompt_tokens": round(fast_tokens, 1),
+                 **rates["fast"]},
+        "fast_without_prefix_cache": rates["uncached"],
+        "prefix_cache_vs_uncached": agreement,
+        "speedup_fast_vs_full": ratio(rates, "fast", "full", "routings_per_s"),
+        "speedup_fast_vs_full_cpu": ratio(rates, "fast", "full", "routings_per_cpu_s"),
+        "speedup_prefix_cache": ratio(rates, "fast", "uncached", "routings_per_s"),
+        "speedup_prefix_cache_cpu": ratio(rates, "fast", "uncached", "routings_per_cpu_s"),
         "targets": {"speedup_fast_vs_full": ">= 10"},
     }
-    print(write_result("router_scoring", payload))
-    print(f"full {full_routings:.2f} routings/s, fast {fast_routings:.2f} routings/s: "
-          f"x{fast_routings / full_routings:.1f}")
+    print(write_result("router_scoring" + levers, payload))
+    print(json.dumps({k: v for k, v in payload.items() if k != "conditions"}, indent=1))
 
 
 if __name__ == "__main__":

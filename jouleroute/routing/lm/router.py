@@ -4,8 +4,10 @@
 (``out_dir/model``: weights, tokenizer, router_spec.json). ``score(queries)`` reads each
 query once (batched, sorted by length) and keeps the label scores; ``route(queries, lam)``
 decides at any λ of the trained range from those scores, so a λ sweep costs one pass.
-Its own cost is measured with the meter passed in: one window per batch; each query's
-latency is its batch's window and the window's energy is split across the batch evenly
+Every prompt opens with the chat template's system turn; its keys and values are computed once
+and reused by every batch (``SharedPrefix``; no switch in ``RouterConfig``: it changes no score
+beyond float rounding). Its own cost is measured with the meter passed in: one window per batch;
+each query's latency is its batch's window and the window's energy is split across the batch evenly
 or by prompt tokens (``RouterConfig.overhead_split``).
 """
 
@@ -26,7 +28,7 @@ from transformers import AutoModelForCausalLM
 from jouleroute.energy.base import Measurement, Meter
 from jouleroute.routing.base import Router, RoutingDecisions, Scores
 from jouleroute.routing.lm.config import RouterConfig
-from jouleroute.routing.lm.scoring import label_logits
+from jouleroute.routing.lm.scoring import SharedPrefix, common_prefix, label_logits
 from jouleroute.routing.lm.spec import RouterSpec, label_token_ids, prompt_ids
 from jouleroute.routing.torch_env import load_tokenizer, resolve_device, set_threads, use_bf16
 
@@ -71,6 +73,7 @@ class LMRouter(Router):
             model = quantize_decoder(model)
         self.model = model
         self.label_ids = label_token_ids(self.tokenizer, self.spec.labels, self.spec.candidates)
+        self.prefix = self._shared_prefix()
         self.default_lam = self.cfg.lam
         self._last: tuple[tuple[str, ...], Scores] | None = None
         if meter is None:
@@ -96,6 +99,18 @@ class LMRouter(Router):
         return [prompt_ids(self.spec, self.tokenizer, str(q), str(t))
                 for q, t in zip(queries["question"], queries["task"])]
 
+    def _shared_prefix(self) -> SharedPrefix | None:
+        """The tokens every prompt starts with: what prompts of unlike queries share.
+
+        The probes open differently (letter, digit, space, newline, punctuation, non-Latin), so a
+        tokenizer that merges the user header's last characters with the query's first stops the
+        prefix before them. Prompts are checked against it token by token when scored, so a prompt
+        that does not start with it is scored in full, never wrongly.
+        """
+        probes = ["a", "Z 1", "7", " x", "\n\n?", "(", "«", "問"]
+        tokens = common_prefix([prompt_ids(self.spec, self.tokenizer, p, "") for p in probes])
+        return SharedPrefix(tokens) if tokens else None
+
     def score(self, queries: pd.DataFrame, progress=None) -> Scores:
         """Label logits of every query as merit (one forward pass each, batched), cost = the task's
         normalized TRAIN energy, scale = the spec's logits per unit of utility. The last batch is memoized."""
@@ -111,7 +126,8 @@ class LMRouter(Router):
         for start in range(0, n, size):
             batch = order[start:start + size]
             with self._window() as box:
-                scores[batch] = label_logits(self.model, [prompts[i] for i in batch], self.label_ids, pad)
+                scores[batch] = label_logits(self.model, [prompts[i] for i in batch], self.label_ids, pad,
+                                             self.prefix)
             window = box[0]
             shares = self._shares([len(prompts[i]) for i in batch])
             for i, share in zip(batch, shares):
