@@ -22,6 +22,10 @@ def grpo_stage(ctx: StageContext) -> dict:
         metrics = _train_and_check(ctx, run)
         log_training_metrics(run, metrics)
         if run is not None:
+            full = metrics["profiling"]["full_train_tournament"]
+            run.log_metrics({"profiling_j.full_train_tournament": full["joules"],
+                             "profiling_share_of_full_train_tournament":
+                                 metrics["profiling"]["share_of_full_train_tournament"]})
             _register(ctx, run.run_id, metrics)
     return metrics
 
@@ -32,7 +36,9 @@ def _train_and_check(ctx: StageContext, run) -> dict:
 
     metrics = run_grpo(ctx.params.grpo, ctx.path("router_data_dir"), ctx.path("sft_dir"), ctx.path("grpo_dir"),
                        run, cache_dir=ctx.path("trunk_cache"),
-                       callbacks=[StepProgress(ctx.progress, "GRPO steps")], progress=ctx.progress)
+                       callbacks=[StepProgress(ctx.progress, "GRPO steps")], progress=ctx.progress,
+                       prior_strength=ctx.params.router_data.prior_strength)
+    _compare_to_full_tournament(ctx, metrics["profiling"])
     sft_check = sft_heldout(ctx)
     grpo_check = heldout_check(ctx, ctx.path("grpo_dir") / "model", "grpo")
     metrics["heldout_sft"], metrics["heldout"] = sft_check, grpo_check
@@ -51,6 +57,17 @@ def _train_and_check(ctx: StageContext, run) -> dict:
         metrics["kept"] = "grpo"
     write_json(ctx.path("grpo_dir") / "metrics.json", metrics)
     return metrics
+
+
+def _compare_to_full_tournament(ctx: StageContext, profiling: dict) -> None:
+    """The router's profiling joules next to a full tournament of every train query (read after training,
+    for the report only: training saw the pairs ``run_grpo`` accounted for and no other)."""
+    from jouleroute.training.partial_feedback import pairs_joules
+    from jouleroute.training.sft import read_jsonl
+
+    pairs, joules = pairs_joules(read_jsonl(ctx.path("router_data_dir") / "train.jsonl"))
+    profiling["full_train_tournament"] = {"pairs": pairs, "joules": joules}
+    profiling["share_of_full_train_tournament"] = profiling["total_joules"] / joules if joules > 0 else None
 
 
 def _register(ctx: StageContext, run_id: str, metrics: dict) -> None:

@@ -88,6 +88,9 @@ class SftConfig(_TrainParams):
     # hard: the label policy's argmax at each λ; soft: fit softmax(s·(p̂ − λ·ê)) at each λ
     # (calibrated logits in principle; lower held-out utility on the replay val split at s = 10)
     targets: Literal["soft", "hard"] = "hard"
+    # share of each task's train queries with a full tournament (every candidate run) that SFT fits;
+    # with grpo.reward_source: replay, GRPO learns from the rest with partial feedback (issue 19)
+    full_profile_fraction: float = Field(default=1.0, gt=0, le=1)
 
 
 class GrpoConfig(_TrainParams):
@@ -115,6 +118,20 @@ class GrpoConfig(_TrainParams):
     scale_rewards: Literal["group", "batch", "none"] = "batch"
     # keep the SFT weights when GRPO lowers the mean held-out (val) utility; both are reported
     keep_best_on_val: bool = True
+    # where a reward comes from (issue 19). profile: a lookup in the full profile of every train query;
+    # replay: GRPO trains on the train queries SFT did not profile (sft.full_profile_fraction < 1) and
+    # reads the outcome of each sampled candidate only (training.partial_feedback)
+    reward_source: Literal["profile", "replay", "live"] = "profile"
+    # replay: how many λ of the grid (seeded) each query is rolled out at. A pair revealed at one λ is
+    # known at all (its outcome and joules do not depend on λ), but every extra λ samples more pairs
+    replay_lambdas_per_query: int = Field(default=1, ge=1)
+
+    @field_validator("reward_source")
+    @classmethod
+    def _built(cls, value: str) -> str:
+        if value == "live":
+            raise ValueError("reward_source: live is not built yet (issue 19); use profile or replay")
+        return value
 
     @field_validator("lambdas")
     @classmethod

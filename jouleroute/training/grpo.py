@@ -8,12 +8,18 @@ same utility the SFT labels maximize, so GRPO keeps optimizing what SFT imitated
 model by default (``beta = 0``). Besides TRL's logs (loss, reward, each
 ``rewards/<name>/mean``), the share of completions per candidate is logged as
 ``choices/<candidate>`` and the chosen normalized energy per λ as ``chosen_norm_energy/lam_<λ>``.
+
+``grpo.reward_source`` says where a reward comes from: ``profile`` (default) looks the choice up in
+the full profile; ``replay`` learns from partial feedback on the train queries SFT did not profile,
+reading only the sampled pairs (``training.partial_feedback``). Either way the metrics carry
+``profiling``: the joules spent to obtain the training outcomes, labelled by energy source.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -29,6 +35,9 @@ from jouleroute.training.common import (
 from jouleroute.tracking import StageRun
 from jouleroute.training.config import GrpoConfig
 from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, log_stage_start
+from jouleroute.training.partial_feedback import (
+    ReplayRewards, RevealedOutcomes, RevealedCheckpoints, profiling_joules, read_profiled,
+)
 from jouleroute.training.policy import attach_policy, detach_policy, release_fused_head
 from jouleroute.training.rewards import build_rewards
 from jouleroute.training.router_model import load_setup, marked_prompt, policy_cache
@@ -69,9 +78,13 @@ def track_choices(reward: Callable, spec: RouterSpec, energy_norm: str) -> Calla
 
 def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run: StageRun | None = None,
              *, callbacks: Sequence[TrainerCallback] = (), cache_dir: Path | None = None,
-             progress=None) -> dict:
+             progress=None, prior_strength: float | None = None) -> dict:
     """GRPO from ``sft_dir/model`` on train.jsonl x λ; saves ``out_dir/model``; returns metrics. ``run``: the
-    MLflow run the caller opened (the `grpo` stage's), which gets the params and the training curves."""
+    MLflow run the caller opened (the `grpo` stage's), which gets the params and the training curves.
+
+    ``reward_source: replay`` trains on the train queries SFT did not profile, one prompt per query and
+    λ for ``replay_lambdas_per_query`` seeded λ of the grid, reading only the sampled candidates'
+    outcomes. ``prior_strength``: router_data's (default: its default)."""
     seed_everything(cfg.seed)
     set_threads(cfg.threads)
     from datasets import Dataset
@@ -85,11 +98,23 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run:
         spec.check_lambda(lam)
     source = data_dir / "train.jsonl"
     rows = read_jsonl(source)
+    replay = cfg.reward_source == "replay"
+    tournament_rows, outcomes = rows, None  # profile: GRPO reads every pair of every train query
+    if replay:
+        rows, tournament_rows, outcomes = _partial_feedback_rows(rows, Path(sft_dir), source)
+        _check_replay_generations(cfg, len(spec.candidates))
     setup = load_setup(sft_model, spec, rows, cfg.train_last_layers, cfg.device, cache_dir, progress)
     generations = cfg.num_generations or len(spec.candidates)
     cache = policy_cache(setup, rows, temperature=cfg.temperature)
     prompts = []
+    lam_rng = random.Random(cfg.seed)
     for i, row in enumerate(rows):
+        if replay:  # the outcomes stay in `outcomes`: the prompt row names the query, nothing more
+            for lam in sorted(lam_rng.sample(lambdas, min(cfg.replay_lambdas_per_query, len(lambdas)))):
+                text = marked_prompt(setup, row, f"{i}:{lambdas.index(lam)}")
+                cache.register(setup.tokenizer(text=[text])["input_ids"][0], i, lam)
+                prompts.append({"prompt": text, "lam": float(lam), "query_id": row["query_id"], "task": row["task"]})
+            continue
         correct = _by_label(spec, row["correct_by_candidate"], "correct_by_candidate", source, i + 1)
         energy = _by_label(spec, row["energy_by_candidate"], "energy_by_candidate", source, i + 1)
         expected = _by_label(spec, row.get("expected_correct_by_candidate") or row["correct_by_candidate"],
@@ -100,8 +125,16 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run:
             prompts.append({"prompt": text, "lam": float(lam), "query_id": row["query_id"],
                             "correct_by_candidate": correct, "energy_by_candidate": energy,
                             "expected_correct_by_candidate": expected})
-    funcs, weights = build_rewards(cfg.rewards, spec.energy_norm)
-    funcs[0] = track_choices(funcs[0], spec, spec.energy_norm)
+    if replay:
+        if prior_strength is None:
+            from jouleroute.training.config import RouterDataConfig
+
+            prior_strength = RouterDataConfig().prior_strength
+        funcs, weights = ReplayRewards(outcomes, spec.labels, spec.candidates, tournament_rows, spec.energy_norm,
+                                       prior_strength).build(cfg.rewards)
+    else:
+        funcs, weights = build_rewards(cfg.rewards, spec.energy_norm)
+        funcs[0] = track_choices(funcs[0], spec, spec.energy_norm)
     args = GRPOConfig(
         **trainer_kwargs(cfg, out_dir, setup.device, run_name="grpo"),
         per_device_train_batch_size=cfg.prompts_per_step * generations, num_generations=generations,
@@ -112,12 +145,15 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run:
     resume = resume_point(out_dir, cfg, [source, *sorted(sft_model.glob("*.safetensors"))])
     params = {**cfg.model_dump(), "sft_model": str(sft_model), "n_prompts": len(prompts), "device": setup.device,
               "num_generations": generations, "candidates": spec.candidates, "resumed_from": resume or ""}
+    if outcomes is not None and resume:
+        RevealedCheckpoints.restore(outcomes, Path(resume))  # reads before the kill are still paid for
     model = attach_policy(setup.model, cache)
-    tags = {"lambdas": ",".join(format_lambda(x) for x in lambdas)}
+    tags = {"lambdas": ",".join(format_lambda(x) for x in lambdas), "reward_source": cfg.reward_source}
     log_stage_start(run, params, tags)
     trainer = quiet_trainer(GRPOTrainer(
         model=model, reward_funcs=funcs, args=args, train_dataset=Dataset.from_list(prompts),
-        processing_class=setup.tokenizer, callbacks=[MlflowMetricsCallback(run), *callbacks]))
+        processing_class=setup.tokenizer,
+        callbacks=[MlflowMetricsCallback(run), *([RevealedCheckpoints(outcomes)] if outcomes else []), *callbacks]))
     release_fused_head(model)
     metrics = train_timed(trainer, resume)
     detach_policy(model)
@@ -125,9 +161,51 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run:
     metrics.update(n_prompts=len(prompts), device=setup.device, num_generations=generations,
                    trunk_features_s=setup.features_s, **setup.split.sizes(),
                    **_reward_trend(trainer.state.log_history))
+    metrics["profiling"] = profiling_joules(spec.energy_source, _energy_column(data_dir), cfg.reward_source,
+                                            tournament_rows, outcomes)
+    _log_profiling(run, metrics["profiling"])
+    if outcomes is not None:  # the audit trail of what partial feedback read: [query_id, candidate, reads]
+        write_json(out_dir / "revealed_pairs.json", [[q, c, n] for (q, c), n in sorted(outcomes.reads.items())])
+        write_json(out_dir / "replay_prompts.json", [[p["query_id"], p["lam"]] for p in prompts])
     log_stage_end(run, "grpo", metrics, model_dir, cfg)
     write_json(out_dir / "metrics.json", metrics)
     return metrics
+
+
+def _partial_feedback_rows(rows: list[dict], sft_dir: Path, source: Path):
+    """(rows GRPO rolls out on, rows SFT profiled, their revealed-outcome accessor) for ``replay``."""
+    profiled = set(read_profiled(sft_dir))
+    known = [r for r in rows if str(r["query_id"]) in profiled]
+    rest = [r for r in rows if str(r["query_id"]) not in profiled]
+    if not rest:
+        raise ValueError("grpo.reward_source: replay needs sft.full_profile_fraction < 1: SFT profiled every "
+                         f"train query of {source}, none is left for partial feedback")
+    outcomes = RevealedOutcomes.from_rows(rest, source)
+    return [{k: r[k] for k in ("query_id", "task", "question")} for r in rest], known, outcomes
+
+
+def _check_replay_generations(cfg: GrpoConfig, pool: int) -> None:
+    if cfg.num_generations is None or cfg.num_generations >= pool:
+        raise ValueError(f"grpo.num_generations must be below the pool size ({pool}) with reward_source: replay "
+                         f"(GRPO tries k < {pool} candidates per query), got {cfg.num_generations}")
+
+
+def _energy_column(data_dir: Path) -> str:
+    stats = data_dir / "stats.json"
+    return json.loads(stats.read_text()).get("energy_column", "unknown") if stats.is_file() else "unknown"
+
+
+def _log_profiling(run: StageRun | None, profiling: dict[str, Any]) -> None:
+    """The profiling bill into the stage's MLflow run: joules as metrics, their source label as a tag."""
+    if run is None:
+        return
+    run.set_tags({"profiling_energy_source": profiling["energy_source"]})
+    run.log_metrics({"profiling_j.total": profiling["total_joules"],
+                     "profiling_j.tournament": profiling["tournament"]["joules"],
+                     "profiling_j.grpo_revealed": profiling["grpo_revealed"]["joules"],
+                     "profiling_pairs.tournament": profiling["tournament"]["pairs"],
+                     "profiling_pairs.grpo_revealed": profiling["grpo_revealed"]["pairs"],
+                     "profiling_rollouts.grpo": profiling["grpo_revealed"]["rollouts"]})
 
 
 def _reward_trend(history: list[dict[str, Any]]) -> dict[str, Any]:

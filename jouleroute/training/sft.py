@@ -28,6 +28,7 @@ from jouleroute.training.common import (
 from jouleroute.tracking import StageRun
 from jouleroute.training.config import SftConfig
 from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, log_stage_start
+from jouleroute.training.partial_feedback import profiled_ids, write_profiled
 from jouleroute.training.policy import attach_policy, detach_policy, release_fused_head
 from jouleroute.training.router_model import load_setup, marked_prompt, policy_cache
 
@@ -106,6 +107,9 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
     out_dir.mkdir(parents=True, exist_ok=True)
     source = data_dir / "train.jsonl"
     rows = read_jsonl(source)
+    profiled = set(profiled_ids(rows, cfg.full_profile_fraction, cfg.seed))  # all of them by default
+    rows = [r for r in rows if str(r["query_id"]) in profiled]
+    write_profiled(out_dir, [r["query_id"] for r in rows], cfg.full_profile_fraction, cfg.seed)  # GRPO reads it
     spec = RouterSpec.load(data_dir)
     targets = label_targets(spec, rows, source)
     fit = soft_targets(spec, rows, source) if cfg.targets == "soft" else targets
