@@ -36,6 +36,16 @@ class EvaluateConfig(StrictModel):
     # route and score a seeded sample of at most this many split queries (null = every one)
     max_queries: int | None = Field(default=None, ge=1)
     plots: bool = True
+    # kNN's neighbour evidence in the LM router: the blend weights tried on val (0 = the LM alone, always
+    # tried; ties keep it). Empty, or only 0, turns it off. evaluation/knn_evidence.py, docs/router-training.md.
+    knn_evidence_weights: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75)
+
+    @field_validator("knn_evidence_weights")
+    @classmethod
+    def _weights_in_unit_interval(cls, values: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0.0 <= v <= 1.0 for v in values):
+            raise ValueError(f"evaluate.knn_evidence_weights must each be in [0, 1], got {list(values)}")
+        return values
 
     @field_validator("lambdas")
     @classmethod

@@ -159,9 +159,27 @@ def selection_lines(selection: dict | None) -> list[str]:
              "| contender | family | checkpoint | mean val utility |", "|---|---|---|---:|"]
     for row in selection["contenders"]:
         lines.append(f"| {row['name']} | {row['family']} | {row['checkpoint']} | {row['val_utility']:.4f} |")
+    lines += knn_evidence_lines(selection.get("knn_evidence"))
     if selection.get("registered_model"):
         lines += ["", f"Registered in MLflow as `{selection['registered_model']}`, alias `{selection['alias']}`, with "
                       "these val figures as tags: `jouleroute serve` serves it unless `gateway.router` is set."]
+    return lines
+
+
+def knn_evidence_lines(evidence: dict | None) -> list[str]:
+    """How much of kNN's neighbour evidence the LM router uses (chosen on val), and what each choice scored."""
+    if not evidence:
+        return []
+    chosen = ("none: the LM router alone" if evidence["plain"] else
+              f"weight {evidence['weight']:g} on kNN's merit, energy estimate from "
+              + ("the LM (task means)" if evidence["energy"] == "first" else "kNN (neighbour energy)"))
+    cross = evidence["cross_fitted"]["val_utility"]
+    lines = ["", f"kNN evidence in the LM router, chosen on val: **{chosen}**. Mean val utility of each blend "
+                 "tried (weight/energy; `0/first` is the LM router alone)"
+             + (f"; the chosen blend's cross-fitted figure (chosen on one half of val, scored on the other), the "
+                f"one it brings to the contest: {cross:.4f}" if cross is not None and not evidence["plain"] else "")
+             + ":", "", "| blend | mean val utility |", "|---|---:|"]
+    lines += [f"| {key} | {value:.4f} |" for key, value in evidence["val_utility"].items()]
     return lines
 
 

@@ -38,6 +38,8 @@ class Contender:
     by_lambda: dict[str, float]  # λ (as val.jsonl writes it) -> mean val utility
     model_dir: str | None = None  # where the LM router's weights are (None for a baseline)
     note: str = field(default="", compare=False)
+    # the LM router with kNN's neighbour evidence (evaluation/knn_evidence.py): {"weight", "energy"}
+    knn_evidence: dict | None = None
 
     @property
     def name(self) -> str:
@@ -48,7 +50,7 @@ class Contender:
         return float(np.mean(list(self.by_lambda.values())))
 
 
-class _Decided(Router):
+class Decided(Router):
     """A router whose scores are already known: ``route`` decides them for the rows it is given."""
 
     def __init__(self, scores: Scores):
@@ -82,7 +84,7 @@ def baseline_contender(family: str, router: Router, val_rows: Sequence[Mapping],
         scores = router.score(val_queries(val_rows))
     finally:
         router.meter = meter
-    return Contender(family, FIT, by_lambda(label_accuracy(_Decided(scores), val_rows, energy_norm=energy_norm)))
+    return Contender(family, FIT, by_lambda(label_accuracy(Decided(scores), val_rows, energy_norm=energy_norm)))
 
 
 def lm_contenders(grpo_metrics: dict, model_dirs: Mapping[str, Path], root: Path) -> list[Contender]:
@@ -117,7 +119,8 @@ def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int
     win = ranked[0]
     others = [c for c in ranked if c.family != win.family]
     out = {"winner": {"name": win.name, "family": win.family, "checkpoint": win.checkpoint,
-                      "val_utility": win.val_utility, "model_dir": win.model_dir},
+                      "val_utility": win.val_utility, "model_dir": win.model_dir,
+                      "knn_evidence": win.knn_evidence},
            "runner_up": ranked[1].name if len(ranked) > 1 else None,
            "margin": win.val_utility - ranked[1].val_utility if len(ranked) > 1 else None,
            "best_other_family": others[0].name if others else None,
@@ -130,15 +133,23 @@ def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int
     return out
 
 
-def choose(val_path: Path, grpo_metrics_path: Path, lm_model_dirs: Mapping[str, Path],
-           baselines: Mapping[str, Router], energy_norm: str, root: Path) -> dict | None:
-    """Read the val rows and the LM's held-out figures, score the fitted ``baselines`` on val, and select.
-    ``None`` when there are no val rows (nothing to select on)."""
+def read_val_rows(val_path: Path) -> list[dict]:
+    """router_data's val rows (one per val query and trained λ); empty when there are none."""
     rows = load_rows(val_path) if Path(val_path).exists() else []
     if not rows:
         logger.warning("selection: no val rows at %s; no champion is chosen", val_path)
+    return rows
+
+
+def choose(rows: Sequence[Mapping], grpo_metrics_path: Path, lm_model_dirs: Mapping[str, Path],
+           baselines: Mapping[str, Router], energy_norm: str, root: Path,
+           extra: Sequence[Contender] = ()) -> dict | None:
+    """Select on the val ``rows``: the LM's held-out figures, the fitted ``baselines`` scored on val, and
+    ``extra`` contenders scored by the caller (the LM router with kNN evidence). ``None`` without rows."""
+    if not rows:
         return None
     metrics = json.loads(Path(grpo_metrics_path).read_text()) if Path(grpo_metrics_path).exists() else {}
     contenders = lm_contenders(metrics, lm_model_dirs, root)
     contenders += [baseline_contender(f, router, rows, energy_norm) for f, router in baselines.items()]
+    contenders += list(extra)
     return select(contenders, energy_norm, len({r["query_id"] for r in rows}))

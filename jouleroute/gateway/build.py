@@ -86,8 +86,11 @@ def champion_router(p: Params, root: Path) -> GatewayRouterConfig | None:
     logger.info("serving the champion: %s (%s version %s, mean val utility %s, margin over %s: %s)",
                 family if family != "lm" else f"lm/{found.get('checkpoint')}", found["name"], found["version"],
                 found.get("val_utility"), found.get("runner_up"), found.get("margin"))
-    return GatewayRouterConfig(kind=family, path=found.get("model_dir") or None) if family == "lm" \
-        else GatewayRouterConfig(kind=family)
+    if family != "lm":
+        return GatewayRouterConfig(kind=family)
+    return GatewayRouterConfig(kind=family, path=found.get("model_dir") or None,
+                               knn_weight=float(found.get("knn_weight") or 0.0),
+                               knn_energy=found.get("knn_energy") or "first")
 
 
 def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> GatewayRouter:
@@ -103,11 +106,24 @@ def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> Gat
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"gateway.router: no trained LM router at {path}; run `make run` (or `dvc repro "
                                     "grpo`) first, or set gateway.router.path / gateway.router.kind")
-        return lm_gateway_router(LMRouter(path, meter=meter, cfg=p.router), rc.lam)
+        lm = LMRouter(path, meter=meter, cfg=p.router)
+        if rc.knn_weight == 0 and rc.knn_energy == "first":
+            return lm_gateway_router(lm, rc.lam)
+        from jouleroute.routing.blend import BlendRouter
+
+        blend = BlendRouter(lm, fitted_baseline(p, "knn", root, meter), rc.knn_weight, rc.knn_energy,
+                            name=f"lm:{path.parent.name}+knn")
+        logger.info("the LM router blends kNN's evidence: weight %g, energy from %s", rc.knn_weight, rc.knn_energy)
+        return ScoringGatewayRouter(blend, lm.spec.lambda_range, rc.lam, batch_size=p.router.batch_size)
     if rc.kind == "always":
         from jouleroute.routing.baselines.simple import AlwaysRouter
 
         return ScoringGatewayRouter(AlwaysRouter(rc.candidate, p.candidate_ids), (low, high), low)
+    return ScoringGatewayRouter(fitted_baseline(p, rc.kind, root, meter), (low, high), rc.lam)
+
+
+def fitted_baseline(p: Params, kind: str, root: Path, meter: Meter):
+    """A learned baseline fitted at start-up on the profile, as the evaluate stage fits it."""
     import pandas as pd
 
     from jouleroute.routing.registry import build_router as build_baseline
@@ -118,8 +134,7 @@ def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> Gat
         profile["candidate_id"].unique())
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
         update={"cache_dir": None})})  # routed queries are new every time: a cache only grows
-    router = build_baseline(rc.kind, profile, queries, candidates, baselines, meter=meter)
-    return ScoringGatewayRouter(router, (low, high), rc.lam)
+    return build_baseline(kind, profile, queries, candidates, baselines, meter=meter)
 
 
 def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, lock: threading.Lock,

@@ -32,11 +32,17 @@ class GatewayRouterConfig(StrictModel):
     # concurrent queries decided in one router pass; None: the router's own (LM: router.batch_size)
     batch_size: int | None = Field(default=None, ge=1)
     batch_wait_s: float = Field(default=0.002, ge=0)  # how long a pass waits for company
+    # lm: kNN's neighbour evidence blended in (routing/blend.py), as the evaluate stage chose it on val
+    # (a champion's tags knn_weight, knn_energy); 0 with "first": the LM router alone
+    knn_weight: float = Field(default=0.0, ge=0, le=1)
+    knn_energy: Literal["first", "second"] = "first"  # whose energy estimate decides: the LM's or kNN's
 
     @model_validator(mode="after")
     def _always_needs_candidate(self) -> "GatewayRouterConfig":
         if (self.kind == "always") != (self.candidate is not None):
             raise ValueError("router.candidate is required with kind 'always' and only allowed with it")
+        if self.kind != "lm" and (self.knn_weight > 0 or self.knn_energy != "first"):
+            raise ValueError("router.knn_weight / knn_energy blend kNN into the LM router: only with kind 'lm'")
         return self
 
 

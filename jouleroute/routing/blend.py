@@ -25,8 +25,9 @@ EnergyFrom = Literal["first", "second"]
 def blend_scores(first: Scores, second: Scores, weight: float, energy: EnergyFrom = "first") -> Scores:
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"blend weight must be in [0, 1], got {weight}")
-    if first.query_ids != second.query_ids or first.candidates != second.candidates:
-        raise ValueError("blended scores must cover the same queries and candidates, in the same order")
+    if first.query_ids != second.query_ids or sorted(first.candidates) != sorted(second.candidates):
+        raise ValueError("blended scores must cover the same queries (in the same order) and the same candidates")
+    second = second.in_order(first.candidates)
     if energy not in ("first", "second"):
         raise ValueError(f"blend energy must be 'first' or 'second', got {energy!r}")
     merit = (1.0 - weight) * first.merit / first.scale + weight * second.merit / second.scale
@@ -48,12 +49,17 @@ class BlendRouter(Router):
 
     def __init__(self, first: Router, second: Router, weight: float, energy: EnergyFrom = "first",
                  name: str | None = None):
-        if list(first.candidates) != list(second.candidates):
-            raise ValueError(f"blended routers must share the pool in order: {first.candidates} vs {second.candidates}")
+        if sorted(first.candidates) != sorted(second.candidates):
+            raise ValueError(f"blended routers must share the pool: {first.candidates} vs {second.candidates}")
         super().__init__(first.candidates)
         self.first, self.second, self.weight, self.energy = first, second, float(weight), energy
         self.name = name or f"{first.name}+{second.name}"
         self.default_lam = first.default_lam
+
+    @property
+    def tokenizer(self):
+        """The first router's (the LM's): what the gateway counts prompt tokens with."""
+        return getattr(self.first, "tokenizer", None)
 
     def score(self, queries: pd.DataFrame) -> Scores:
         return blend_scores(self.first.score(queries), self.second.score(queries), self.weight, self.energy)

@@ -17,7 +17,7 @@ re-decides from the same ``Scores`` for free.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -140,6 +140,16 @@ class Scores:
         """Scores whose cost is ``energy_j`` normalized across the pool with ``energy_norm``."""
         return cls(list(query_ids), list(candidates), merit, normalize_energy(energy_j, energy_norm),
                    np.asarray(energy_j, dtype=np.float64), **rest)
+
+    def in_order(self, candidates: Sequence[str]) -> "Scores":
+        """The same scores with the candidate columns in ``candidates``' order (the same set)."""
+        if list(candidates) == self.candidates:
+            return self
+        if sorted(candidates) != sorted(self.candidates):
+            raise ValueError(f"cannot reorder scores over {self.candidates} as {list(candidates)}: not the same pool")
+        cols = [self.candidates.index(c) for c in candidates]
+        return replace(self, candidates=list(candidates), merit=self.merit[:, cols], cost=self.cost[:, cols],
+                       energy_j=self.energy_j[:, cols])
 
     def values(self, lam) -> np.ndarray:
         """[queries, candidates] value of each candidate at weight ``lam`` (scalar or per query)."""

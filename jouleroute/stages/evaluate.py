@@ -19,6 +19,8 @@ from jouleroute.evaluation import RouterRun, run_evaluate
 from jouleroute.evaluation.headline import headline
 from jouleroute.evaluation.mlflow_log import flatten
 from jouleroute.evaluation.overhead import cache_key, stable_overhead
+from jouleroute.evaluation.selection import read_val_rows, val_queries
+from jouleroute.routing.blend import blend_scores
 from jouleroute.routing.registry import build_router
 from jouleroute.routing.scores import Scores
 from jouleroute.routing.baselines.simple import mix_of
@@ -31,6 +33,7 @@ logger = logging.getLogger(__name__)
 # router, evaluate scores the baselines alone; without val rows, no champion is chosen.
 OPTIONAL_INPUTS = ("grpo_dir", "sft_dir", "router_data_dir")
 LEARNED_FAMILIES = ("knn", "mlp", "mf")
+LM_ALONE = "lm_alone"  # the LM router without kNN evidence, reported when val chose to add some
 
 
 def evaluate_stage(ctx: StageContext):
@@ -46,27 +49,37 @@ def evaluate_stage(ctx: StageContext):
     lambdas = list(p.evaluate.lambdas)
     runs: list[RouterRun] = []
 
-    lm_runs = []
+    lm_scores = None
     lm_router = _lm_router(ctx, meter)
     if lm_router is not None:  # every router the same way: score once, decide at each λ
-        scores = lm_router.score(test_queries, progress=ctx.progress(len(test_queries), "LM routing"))
-        scores = stable_overhead(scores, _lm_overhead_key(ctx, lm_router, meter), overhead_cache(ctx))
-        lm_runs = _swept_runs("lm", scores, lambdas)
-        runs += lm_runs
+        lm_scores = lm_router.score(test_queries, progress=ctx.progress(len(test_queries), "LM routing"))
+        lm_scores = stable_overhead(lm_scores, _lm_overhead_key(ctx, lm_router, meter), overhead_cache(ctx))
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
         update={"cache_dir": str(ctx.path("embedding_cache"))})})
     learned = [family for family in LEARNED_FAMILIES if family in baselines.families]
     tick = ctx.progress(len(learned), "baselines (embed, fit, route)") if learned else None
-    fitted = {}
+    fitted, test_scores = {}, {}
     for family in learned:
         train_profile = _sample_train(profile, baselines.train_split, baselines.max_train_queries, baselines.seed)
-        router = fitted[family] = build_router(family, train_profile, queries, candidates, baselines, meter=meter)
+        router = fitted[family] = build_router(family, train_profile, queries, candidates, baselines,
+                                               meter=meter, energy=p.energy_policy)
         settings = {"baselines": p.baselines.model_dump(mode="json", exclude={"lam"}),
                     "train_rows": len(train_profile)}
         key = cache_key(family, settings, meter.source, meter.device_info())
-        runs += _swept_runs(family, stable_overhead(router.score(test_queries), key, overhead_cache(ctx)), lambdas)
+        test_scores[family] = stable_overhead(router.score(test_queries), key, overhead_cache(ctx))
+        runs += _swept_runs(family, test_scores[family], lambdas)
         tick(1)
-    selection = select_champion(ctx, fitted if baselines.train_split == "train" else {})
+    on_train = baselines.train_split == "train"  # a baseline fitted on another split has seen val: no contender
+    val_rows = read_val_rows(ctx.path("router_data_dir") / "val.jsonl")
+    evidence = knn_evidence(ctx, lm_router, fitted.get("knn") if on_train else None, val_rows)
+    lm_runs = []
+    if lm_scores is not None:
+        if evidence and not evidence["plain"]:  # the LM router alone stays in the report, for comparison
+            runs += _swept_runs(LM_ALONE, lm_scores, lambdas)
+            lm_scores = blend_scores(lm_scores, test_scores["knn"], evidence["weight"], evidence["energy"])
+        lm_runs = _swept_runs("lm", lm_scores, lambdas)
+        runs += lm_runs
+    selection = select_champion(ctx, fitted if on_train else {}, val_rows, evidence)
     if "random" in baselines.families:
         reference = _reference_run(lm_runs, p.router.lam)
         mix = mix_of(reference.decisions) if reference else None
@@ -75,7 +88,8 @@ def evaluate_stage(ctx: StageContext):
     logger.info("evaluating %d router runs on %d %s queries", len(runs), len(test_queries), split)
     result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"),
                           tracking_uri=ctx.tracking_uri, run_tags=ctx.tags("evaluate"),
-                          experiment_name=p.tracking.experiment, started_ms=ctx.started_ms, selection=selection)
+                          experiment_name=p.tracking.experiment, started_ms=ctx.started_ms, selection=selection,
+                          energy=p.energy_policy)
     write_headline(ctx, result)
     register(ctx, selection, result.mlflow_run_id)
     if lm_runs and result.mlflow_run_id:
@@ -87,14 +101,41 @@ def evaluate_stage(ctx: StageContext):
     return result
 
 
-def select_champion(ctx: StageContext, baselines: dict) -> dict | None:
-    """The router to deploy, chosen on val among the LM checkpoints and the ``baselines`` fitted on train
-    (evaluation/selection.py); test plays no part. A baseline fitted on another split is not a contender."""
-    from jouleroute.evaluation.selection import choose
+def knn_evidence(ctx: StageContext, lm_router, knn, val_rows: list[dict]) -> dict | None:
+    """How much of kNN's neighbour evidence the LM router uses, chosen on val (evaluation/knn_evidence.py);
+    ``None`` when there is no LM router, no kNN fitted on train, no val rows or no weight to try."""
+    weights = ctx.params.evaluate.knn_evidence_weights
+    if lm_router is None or knn is None or not val_rows or not any(w > 0 for w in weights):
+        return None
+    from jouleroute.evaluation.knn_evidence import choose_knn_evidence
 
-    selection = choose(ctx.path("router_data_dir") / "val.jsonl", ctx.path("grpo_dir") / "metrics.json",
+    asked = val_queries(val_rows)
+    lm_val = lm_router.score(asked, progress=ctx.progress(len(asked), "LM routing (val: kNN evidence)"))
+    meter, knn.meter = getattr(knn, "meter", None), None  # decisions count here; its cost is metered on test
+    try:
+        knn_val = knn.score(asked)
+    finally:
+        knn.meter = meter
+    return choose_knn_evidence(lm_val, knn_val, val_rows, ctx.params.energy_policy.norm, weights)
+
+
+def select_champion(ctx: StageContext, baselines: dict, val_rows: list[dict], evidence: dict | None) -> dict | None:
+    """The router to deploy, chosen on val among the LM checkpoints, the LM router with kNN evidence (its
+    cross-fitted val figure) and the ``baselines`` fitted on train (evaluation/selection.py); test plays no part."""
+    from jouleroute.evaluation.selection import Contender, choose
+
+    extra = []
+    if evidence and not evidence["plain"] and evidence["cross_fitted"]["by_lambda"]:
+        kept = _kept_checkpoint(ctx)
+        model_dir = lm_router_dir(ctx)
+        shown = model_dir.relative_to(ctx.root) if model_dir.is_relative_to(ctx.root) else model_dir
+        extra.append(Contender("lm", f"{kept}-knn", evidence["cross_fitted"]["by_lambda"], str(shown),
+                               knn_evidence={"weight": evidence["weight"], "energy": evidence["energy"]}))
+    selection = choose(val_rows, ctx.path("grpo_dir") / "metrics.json",
                        {"sft": ctx.path("sft_dir") / "model", "grpo": lm_router_dir(ctx)}, baselines,
-                       ctx.params.grpo.energy_norm, ctx.root)
+                       ctx.params.energy_policy.norm, ctx.root, extra)
+    if selection is not None and evidence is not None:
+        selection["knn_evidence"] = evidence
     if selection and ctx.tracking_uri:
         from jouleroute.tracking import CHAMPION_ALIAS, champion_name
 
@@ -111,6 +152,8 @@ def register(ctx: StageContext, selection: dict | None, run_id: str | None) -> N
     win = selection["winner"]
     pointer = {"family": win["family"], "checkpoint": win["checkpoint"], "model_dir": win["model_dir"] or "",
                "baselines_hash": ctx.section_hash("baselines")}
+    if win.get("knn_evidence"):  # served as the LM router blended with a kNN fitted with these baselines
+        pointer |= {"knn_weight": f"{win['knn_evidence']['weight']:g}", "knn_energy": win["knn_evidence"]["energy"]}
     tags = {"val_utility": win["val_utility"], "runner_up": selection["runner_up"], "margin": selection["margin"],
             "best_other_family": selection["best_other_family"],
             "margin_over_other_family": selection["margin_over_other_family"],
@@ -190,6 +233,12 @@ def _lm_overhead_key(ctx: StageContext, router, meter) -> dict:
                 "prompt": {"candidates": spec.candidates, "labels": spec.labels,
                            "max_query_tokens": spec.max_query_tokens, "scaffolds": spec.scaffolds}}
     return cache_key("lm", settings, meter.source, meter.device_info())
+
+
+def _kept_checkpoint(ctx: StageContext) -> str:
+    """Which weights ``grpo_dir/model`` holds: grpo's, or sft's when the val guard kept them."""
+    path = ctx.path("grpo_dir") / "metrics.json"
+    return json.loads(path.read_text()).get("kept", "grpo") if path.exists() else "grpo"
 
 
 def _reference_run(runs: list[RouterRun], lam: float) -> RouterRun | None:

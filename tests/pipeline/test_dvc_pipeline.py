@@ -169,12 +169,21 @@ def test_the_champion_is_chosen_on_val_registered_and_reported(tiny_repo, reprod
     selection = json.loads((tiny_repo / "artifacts/evaluate/report.json").read_text())["selection"]
     assert {"lm/sft", "knn", "mlp", "mf"} <= {c["name"] for c in selection["contenders"]}
     assert selection["winner"]["val_utility"] == max(c["val_utility"] for c in selection["contenders"])
+    # kNN evidence in the LM router was tried on val: every weight with either energy estimate
+    evidence = selection["knn_evidence"]
+    assert len(evidence["val_utility"]) == 8 and "0/first" in evidence["val_utility"]
+    assert evidence["plain"] == (f"lm/{evidence_checkpoint(tiny_repo)}-knn" not in
+                                 {c["name"] for c in selection["contenders"]})
     client = _client(tiny_repo)
     version = client.get_model_version_by_alias("jouleroute-champion", "champion")
     assert version.tags["family"] == selection["winner"]["family"]
     assert float(version.tags["val_utility"]) == pytest.approx(selection["winner"]["val_utility"])
     assert version.run_id == _stage_runs(client)["evaluate"].info.run_id
     assert "## The champion, chosen on val" in (tiny_repo / "docs/embedded-default.md").read_text()
+
+
+def evidence_checkpoint(repo) -> str:
+    return json.loads((repo / "artifacts/grpo/metrics.json").read_text()).get("kept", "grpo")
 
 
 def test_where_summarizes_stage_runs(tiny_repo, reproduced):
@@ -224,6 +233,23 @@ def test_changing_lambda_makes_only_grpo_stale(tiny_repo, reproduced):
     try:
         edit_params(tiny_repo, lambda p: p["grpo"].update(lambdas=[0.0, 0.5, 2.0]))
         assert stale(tiny_repo) == {"grpo"}  # evaluate then follows through grpo's output; nothing upstream
+    finally:
+        (tiny_repo / "params.yaml").write_text(original)
+    assert stale(tiny_repo) == set()
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("norm", "log", {"router_data", "sft", "grpo", "evaluate"}),
+    ("column", "energy_net_j", {"router_data", "evaluate"}),
+    ("allow_mixed_sources", True, {"validate", "router_data", "evaluate"}),
+])
+def test_an_energy_policy_change_reruns_what_compares_joules_never_the_tournament(tiny_repo, reproduced, key, value,
+                                                                                   expected):
+    """energy_policy is a section apart from energy (the meter): a norm experiment must not re-measure."""
+    original = (tiny_repo / "params.yaml").read_text()
+    try:
+        edit_params(tiny_repo, lambda p: p.setdefault("energy_policy", {}).update({key: value}))
+        assert stale(tiny_repo) == expected
     finally:
         (tiny_repo / "params.yaml").write_text(original)
     assert stale(tiny_repo) == set()

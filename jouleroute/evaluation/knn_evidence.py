@@ -1,0 +1,89 @@
+"""The LM router with kNN's neighbour evidence: how much of it to use is chosen on val, never on test.
+
+The LM router reads the query; kNN reads the outcomes of its nearest train neighbours. Both are
+scored once per query (``Scores``) and mixed by ``routing.blend.blend_scores``: weight ``w`` on kNN's
+merit, and whose energy estimate decides the cost (the LM's task means, or kNN's per-query neighbour
+energy). ``w = 0`` with the LM's energy is the LM router alone.
+
+The choice uses the same figure as the champion selection (``selection.py``): the mean over the
+trained λ grid of the val utility ``correct − λ·normalized energy`` on router_data's val rows. The
+figure the blend brings to the champion contest is *cross-fitted*: the val queries are split in two
+folds (by a stable hash of the query id), the blend is chosen on one fold and scored on the other,
+and the two scores are pooled. A blend chosen and scored on the same rows would be favoured by the
+choice itself; the LM checkpoints and the baselines enter with figures they were not tuned on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Mapping, Sequence
+
+from jouleroute.evaluation.label_eval import label_accuracy
+from jouleroute.evaluation.selection import Decided
+from jouleroute.routing.blend import EnergyFrom, blend_grid, blend_scores
+from jouleroute.routing.scores import Scores
+
+logger = logging.getLogger(__name__)
+
+
+def fold_of(query_id: str) -> int:
+    """0 or 1, stable across runs and machines (not Python's salted ``hash``)."""
+    return hashlib.sha256(str(query_id).encode()).digest()[0] % 2
+
+
+def _by_lambda(scores: Scores, rows: Sequence[Mapping], energy_norm: str) -> dict[str, tuple[float, int]]:
+    """λ -> (mean val utility of ``scores``' choices, rows) on ``rows``."""
+    check = label_accuracy(Decided(scores), rows, energy_norm=energy_norm)
+    return {lam: (float(s["router_utility"]), int(s["n"])) for lam, s in check["by_lambda"].items()}
+
+
+def _mean(by_lambda: Mapping[str, tuple[float, int]]) -> float:
+    return sum(u for u, _ in by_lambda.values()) / len(by_lambda)
+
+
+def _best(lm: Scores, knn: Scores, rows: Sequence[Mapping], energy_norm: str,
+          grid: Sequence[tuple[float, EnergyFrom]]) -> tuple[int, dict[str, float]]:
+    """Index into ``grid`` of the best mean val utility on ``rows`` (ties: the earlier, plainer blend)."""
+    table = {_key(w, e): _mean(_by_lambda(blend_scores(lm, knn, w, e), rows, energy_norm)) for w, e in grid}
+    best = max(range(len(grid)), key=lambda i: (round(table[_key(*grid[i])], 12), -i))
+    return best, table
+
+
+def _key(weight: float, energy: EnergyFrom) -> str:
+    return f"{weight:g}/{energy}"
+
+
+def choose_knn_evidence(lm_val: Scores, knn_val: Scores, val_rows: Sequence[Mapping], energy_norm: str,
+                        weights: Sequence[float]) -> dict:
+    """The (weight, energy) to deploy, chosen on all val rows, and its cross-fitted val figures.
+
+    Returns ``weight``, ``energy``, ``plain`` (true for the LM router alone), ``val_utility`` (every
+    pair tried, on all val rows), and ``cross_fitted`` = {``by_lambda``: λ -> utility, ``val_utility``,
+    ``fold_choices``}: what the blend scores on rows it was not chosen on.
+    """
+    grid = blend_grid(sorted(set(float(w) for w in weights) | {0.0}))
+    best, table = _best(lm_val, knn_val, val_rows, energy_norm, grid)
+    weight, energy = grid[best]
+    pooled: dict[str, list[float]] = {}
+    fold_choices = []
+    for fold in (0, 1):
+        tune = [r for r in val_rows if fold_of(r["query_id"]) != fold]
+        held = [r for r in val_rows if fold_of(r["query_id"]) == fold]
+        if not tune or not held:
+            continue
+        index, _ = _best(lm_val, knn_val, tune, energy_norm, grid)
+        fold_choices.append(_key(*grid[index]))
+        for lam, (utility, n) in _by_lambda(blend_scores(lm_val, knn_val, *grid[index]), held, energy_norm).items():
+            total = pooled.setdefault(lam, [0.0, 0])
+            total[0], total[1] = total[0] + utility * n, total[1] + n
+    by_lambda = {lam: s / n for lam, (s, n) in pooled.items()}
+    out = {"weight": weight, "energy": energy, "plain": weight == 0.0 and energy == "first",
+           "val_utility": table, "val_utility_alone": table[_key(0.0, "first")],
+           "cross_fitted": {"by_lambda": by_lambda, "fold_choices": fold_choices,
+                            "val_utility": sum(by_lambda.values()) / len(by_lambda) if by_lambda else None}}
+    logger.info("kNN evidence chosen on val: weight %g, energy from %s (val utility %.4f; LM alone %.4f; "
+                "cross-fitted %s)", weight, "the LM (task means)" if energy == "first" else "kNN (neighbours)",
+                table[_key(weight, energy)], out["val_utility_alone"],
+                "n/a" if out["cross_fitted"]["val_utility"] is None else f"{out['cross_fitted']['val_utility']:.4f}")
+    return out
