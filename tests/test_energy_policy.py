@@ -114,3 +114,12 @@ def test_training_refuses_labels_built_with_another_norm(tmp_path):
                                       "paths": {"router_data_dir": "data"}}))
     with training_run(StageContext.load(params, tmp_path), "grpo") as run:
         assert run is None  # tracking off: the stage runs without an MLflow run
+
+
+def test_an_experiment_on_an_old_key_is_refused_in_one_line_before_dvc_runs():
+    from jouleroute.commands.exp import check_overrides
+
+    message = check_overrides(REPO / "params.yaml", ["-S", "grpo.energy_norm=log"])
+    assert "\n" not in message and message.startswith("params.yaml with -S grpo.energy_norm=log: ")
+    assert "grpo.energy_norm is now energy_policy.norm" in message and "nothing was changed" in message
+    assert check_overrides(REPO / "params.yaml", ["-S", "energy_policy.norm=log"]) is None

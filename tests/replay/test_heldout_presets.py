@@ -28,8 +28,8 @@ def test_each_task_is_held_out_once_and_the_rest_is_the_replay_study_s() -> None
         held += list(params.replay.test_tasks)
         assert path.parent.name == f"heldout-{params.replay.test_tasks[0]}"
         # Apart from the split, the paths and the tracking experiment, the preset is the replay study.
-        same = ("profile_source", "models", "backend", "validate", "router_data", "sft", "grpo", "router",
-                "baselines", "evaluate")
+        same = ("profile_source", "models", "backend", "energy", "energy_policy", "validate", "router_data", "sft",
+                "grpo", "router", "baselines", "evaluate")
         assert {k: getattr(params, k) for k in same} == {k: getattr(replay, k) for k in same}
         assert params.replay.model_copy(update={"test_tasks": ()}) == replay.replay
     assert sorted(held) == sorted(ReplayConfig().tasks)
