@@ -169,12 +169,21 @@ def test_the_champion_is_chosen_on_val_registered_and_reported(tiny_repo, reprod
     selection = json.loads((tiny_repo / "artifacts/evaluate/report.json").read_text())["selection"]
     assert {"lm/sft", "knn", "mlp", "mf"} <= {c["name"] for c in selection["contenders"]}
     assert selection["winner"]["val_utility"] == max(c["val_utility"] for c in selection["contenders"])
+    # kNN evidence in the LM router was tried on val: every weight with either energy estimate
+    evidence = selection["knn_evidence"]
+    assert len(evidence["val_utility"]) == 8 and "0/first" in evidence["val_utility"]
+    assert evidence["plain"] == (f"lm/{evidence_checkpoint(tiny_repo)}-knn" not in
+                                 {c["name"] for c in selection["contenders"]})
     client = _client(tiny_repo)
     version = client.get_model_version_by_alias("jouleroute-champion", "champion")
     assert version.tags["family"] == selection["winner"]["family"]
     assert float(version.tags["val_utility"]) == pytest.approx(selection["winner"]["val_utility"])
     assert version.run_id == _stage_runs(client)["evaluate"].info.run_id
     assert "## The champion, chosen on val" in (tiny_repo / "docs/embedded-default.md").read_text()
+
+
+def evidence_checkpoint(repo) -> str:
+    return json.loads((repo / "artifacts/grpo/metrics.json").read_text()).get("kept", "grpo")
 
 
 def test_where_summarizes_stage_runs(tiny_repo, reproduced):
