@@ -4,7 +4,7 @@ Every contender is scored the same way, by ``label_accuracy`` (the held-out chec
 stages) on router_data's ``val.jsonl``: one row per (val query, λ of the trained grid), with every
 candidate's real outcome and energy. A contender's figure at λ is the mean over the val queries of
 
-    correct(chosen) − λ · normalized energy(chosen)        (``routing.utility``, ``grpo.energy_norm``)
+    correct(chosen) − λ · normalized energy(chosen)        (``routing.utility``, ``energy_policy.norm``)
 
 and its val utility is the mean over the trained λ grid. The LM router's checkpoints (sft, and grpo
 when its weights were kept) bring the figures their stages measured; a learned baseline, fitted on

@@ -16,6 +16,7 @@ from typing import Protocol, Sequence
 
 from jouleroute.backends import BackendConfig
 from jouleroute.energy import EnergyConfig, make_meter
+from jouleroute.energy.config import EnergyPolicy
 from jouleroute.energy.base import Meter
 from jouleroute.gateway.auth import KeyStore
 from jouleroute.gateway.config import LOOPBACK_HOSTS, GatewayConfig, GatewayRouterConfig, UpstreamConfig
@@ -51,6 +52,7 @@ class Params(Protocol):
     models: dict[str, ModelSpec]
     backend: BackendConfig
     energy: EnergyConfig
+    energy_policy: EnergyPolicy  # the norm, column and mixing rule the baselines are fitted with
     router_data: TrainedRange  # the λ range the router was trained on
     router: RouterConfig
     baselines: BaselinesConfig
@@ -134,7 +136,7 @@ def fitted_baseline(p: Params, kind: str, root: Path, meter: Meter):
         profile["candidate_id"].unique())
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
         update={"cache_dir": None})})  # routed queries are new every time: a cache only grows
-    return build_baseline(kind, profile, queries, candidates, baselines, meter=meter)
+    return build_baseline(kind, profile, queries, candidates, baselines, meter=meter, energy=p.energy_policy)
 
 
 def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, lock: threading.Lock,
