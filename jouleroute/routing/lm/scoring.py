@@ -2,7 +2,9 @@
 
 ``label_logits`` left-pads a batch of prompts, runs the decoder once and applies the label
 rows of the head at the answer position. Every choice is a pool member by construction, even
-from an untrained model.
+from an untrained model. ``LMRouter.score`` keeps those logits as the merit of a ``Scores``, so a
+sweep over λ re-decides without re-reading the query: the λ term is applied outside the model
+(see ``lm_spec``).
 
 Every router prompt opens with the same tokens (the chat template's system turn and the user
 header, about a third of a mean prompt). ``SharedPrefix`` keeps their keys and values, computed
@@ -10,8 +12,6 @@ once per model, device and dtype; prompts that start with them are scored from t
 (right-padded suffixes, positions continuing after the prefix), the rest as before. The result is
 the same computation in another order: the label logits agree with the uncached path to float
 rounding (tests/routing/test_prefix_cache.py).
-``LMRouter.score`` keeps those logits as the merit of a ``Scores``, so a sweep over λ re-decides
-without re-reading the query: the λ term is applied outside the model (see ``lm_spec``).
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class SharedPrefix:
         """The prompt starts with the prefix and has at least one token after it (the one read)."""
         return len(prompt) > len(self.tokens) and tuple(prompt[: len(self.tokens)]) == self.tokens
 
+    @torch.no_grad()
     def kv(self, model) -> list[tuple[torch.Tensor, torch.Tensor]]:
         key = (str(model.device), model.dtype)
         if key not in self._kv:
