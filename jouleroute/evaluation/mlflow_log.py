@@ -1,7 +1,8 @@
 """Log an evaluation to MLflow: one parent run, nested runs per lambda family and per router.
 
-Uses ``MlflowClient`` with an explicit tracking URI instead of the fluent API,
-so logging never depends on (or changes) process-wide MLflow state. Layout::
+The parent is the evaluate stage's one run, opened by the stage (``StageContext.stage_run``) and handed
+in; ``MlflowClient`` with an explicit tracking URI writes it instead of the fluent API, so logging never
+depends on (or changes) process-wide MLflow state. Layout::
 
     evaluate (parent, run_kind=stage: headline metrics, config params, every output file as artifact)
     |- family <f> (run_kind=family: AIQ, lambda*, width; the sweep as metrics charted against lambda,
@@ -25,7 +26,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 
 from jouleroute.evaluation.plots import plot_lambda_sweep
-from jouleroute.tracking import RUN_KIND, experiment_id, lambda_step
+from jouleroute.tracking import RUN_KIND, lambda_step
 
 log = logging.getLogger(__name__)
 
@@ -80,48 +81,41 @@ def _log_phase_plot(client: MlflowClient, run_id: str, family: str, info: dict, 
         client.log_artifact(run_id, str(path), artifact_path="plots")
 
 
-def log_evaluation(result, tracking_uri: str, experiment_name: str, run_tags: dict[str, str],
-                   start_time_ms: int | None = None) -> str:
-    """Log ``result`` (an EvaluationResult); return the parent run id. ``start_time_ms``: when the
-    evaluation began, so that the parent run's duration is the stage's wall time."""
-    client = MlflowClient(tracking_uri=tracking_uri)
-    exp = experiment_id(client, tracking_uri, experiment_name)
-    report, tags = result.report, {str(k): str(v) for k, v in run_tags.items()}
-    parent = client.create_run(exp, run_name="evaluate", start_time=start_time_ms,
-                               tags={**tags, "stage": "evaluate", RUN_KIND: "stage",
-                                     "energy_source": result.metrics["energy_source"]})
-    parent_id = parent.info.run_id
-    try:
-        cfg = report["config"] | {f"energy_policy.{k}": v for k, v in report.get("energy_policy", {}).items()}
-        view = report["headline_view"]
-        client.log_batch(parent_id, params=[Param(k, str(v)) for k, v in cfg.items()])
-        _log_metrics(client, parent_id, flatten(result.metrics))
-        swept = {name for fam in report["families"].values() for name in fam["sweep"]["router"]}
-        for fam, info in report["families"].items():
-            fam_id = _child(client, exp, parent_id, f"family {fam}", {**tags, RUN_KIND: "family", "family": fam,
-                                                                      "energy_source": report["views"][view]
-                                                                      .get("energy_source", "none")})
-            _log_metrics(client, fam_id, flatten({"views": info["views"], "transitions": info["transitions"],
-                                                  "lambda_star": info.get("lambda_star")}))
-            sweep = info["sweep"]
-            for i, lam in enumerate(sweep["lam"]):
-                _log_metrics(client, fam_id, {"sweep.lam": lam, "sweep.accuracy": sweep["accuracy"][i],
-                                              "sweep.j_per_query": sweep["j_per_query"][i],
-                                              "sweep.expensive_share": sweep["expensive_share"][i]},
-                             step=lambda_step(lam))
-            client.log_table(fam_id, data={k: sweep[k] for k in ("lam", "router", "accuracy", "j_per_query",
-                                                                 "expensive_share")}, artifact_file="sweep.json")
-            _log_phase_plot(client, fam_id, fam, info, report["views"][view].get("energy_source", "none"))
-            for name in sweep["router"]:
-                _log_router(client, exp, fam_id, name, report["routers"][name], tags)
-            client.set_terminated(fam_id, "FINISHED")
-        for name, router in report["routers"].items():
-            if name not in swept:
-                _log_router(client, exp, parent_id, name, router, tags)
-        for key, path in result.paths.items():
-            client.log_artifact(parent_id, str(path), artifact_path="plots" if key.startswith("plot_") else None)
-    except Exception:
-        client.set_terminated(parent_id, "FAILED")
-        raise
-    client.set_terminated(parent_id, "FINISHED")
+def log_evaluation(result, run) -> str:
+    """Log ``result`` (an EvaluationResult) into ``run``, the evaluate stage's one run (``tracking.StageRun``,
+    opened and closed by the stage), with a child run per family and per swept router; return its id."""
+    client, parent_id = run.client, run.run_id
+    exp = client.get_run(parent_id).info.experiment_id
+    report = result.report
+    inherited = client.get_run(parent_id).data.tags  # the stage's provenance (git sha, params hash), not its kind
+    tags = {k: v for k, v in inherited.items() if not k.startswith("mlflow.") and k not in (RUN_KIND, "energy_source")}
+    client.set_tag(parent_id, "energy_source", result.metrics["energy_source"])
+    cfg = report["config"] | {f"energy_policy.{k}": v for k, v in report.get("energy_policy", {}).items()}
+    view = report["headline_view"]
+    client.log_batch(parent_id, params=[Param(k, str(v)) for k, v in cfg.items()])
+    _log_metrics(client, parent_id, flatten(result.metrics))
+    swept = {name for fam in report["families"].values() for name in fam["sweep"]["router"]}
+    for fam, info in report["families"].items():
+        fam_id = _child(client, exp, parent_id, f"family {fam}", {**tags, RUN_KIND: "family", "family": fam,
+                                                                  "energy_source": report["views"][view]
+                                                                  .get("energy_source", "none")})
+        _log_metrics(client, fam_id, flatten({"views": info["views"], "transitions": info["transitions"],
+                                              "lambda_star": info.get("lambda_star")}))
+        sweep = info["sweep"]
+        for i, lam in enumerate(sweep["lam"]):
+            _log_metrics(client, fam_id, {"sweep.lam": lam, "sweep.accuracy": sweep["accuracy"][i],
+                                          "sweep.j_per_query": sweep["j_per_query"][i],
+                                          "sweep.expensive_share": sweep["expensive_share"][i]},
+                         step=lambda_step(lam))
+        client.log_table(fam_id, data={k: sweep[k] for k in ("lam", "router", "accuracy", "j_per_query",
+                                                             "expensive_share")}, artifact_file="sweep.json")
+        _log_phase_plot(client, fam_id, fam, info, report["views"][view].get("energy_source", "none"))
+        for name in sweep["router"]:
+            _log_router(client, exp, fam_id, name, report["routers"][name], tags)
+        client.set_terminated(fam_id, "FINISHED")
+    for name, router in report["routers"].items():
+        if name not in swept:
+            _log_router(client, exp, parent_id, name, router, tags)
+    for key, path in result.paths.items():
+        client.log_artifact(parent_id, str(path), artifact_path="plots" if key.startswith("plot_") else None)
     return parent_id

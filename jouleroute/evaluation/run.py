@@ -210,14 +210,13 @@ def run_evaluate(
     runs: list[RouterRun],
     cfg: EvaluateConfig,
     out_dir: Path,
-    tracking_uri: str | None = None,
     run_tags: dict[str, str] | None = None,
-    experiment_name: str = "jouleroute",
-    started_ms: int | None = None,
+    run=None,
     selection: dict | None = None,
     energy: EnergyPolicy = EnergyPolicy(),
 ) -> EvaluationResult:
-    """Evaluate ``runs`` on split ``cfg.split``; write outputs under ``out_dir``; log to MLflow if asked.
+    """Evaluate ``runs`` on split ``cfg.split``; write outputs under ``out_dir``; log into ``run`` (the stage's
+    MLflow run, ``tracking.StageRun``) when given. ``run_tags``: the provenance written into the report.
     ``selection``: the champion chosen on val (selection.py), reported beside the test figures.
     ``energy`` (params ``energy_policy``): the energy column compared, and whether sources may mix."""
     from jouleroute.evaluation.report import clean, write_outputs  # matplotlib import only when writing
@@ -233,9 +232,9 @@ def run_evaluate(
         report["selection"] = clean(selection)
     metrics, paths = write_outputs(report, Path(out_dir), cfg)
     result = EvaluationResult(metrics=metrics, report=report, paths=paths)
-    if tracking_uri:
+    if run is not None:
         from jouleroute.evaluation.mlflow_log import log_evaluation  # mlflow import is slow; only when used
 
-        result.mlflow_run_id = log_evaluation(result, tracking_uri, experiment_name, run_tags or {}, started_ms)
+        result.mlflow_run_id = log_evaluation(result, run)
     log.info("evaluated %d routers on %d %s queries", len(runs), len(matrix.query_ids), cfg.split)
     return result

@@ -37,6 +37,12 @@ LM_ALONE = "lm_alone"  # the LM router without kNN evidence, reported when val c
 
 
 def evaluate_stage(ctx: StageContext):
+    """The stage opens its one MLflow run (failed if the body raises) and hands it to the code that logs."""
+    with ctx.stage_run("evaluate", sections=()) as run:  # params: the evaluate config, logged with the results
+        return _evaluate(ctx, run)
+
+
+def _evaluate(ctx: StageContext, run: StageRun | None):
     p = ctx.params
     profile = pd.read_parquet(ctx.path("profile"))
     queries = pd.read_parquet(ctx.path("queries"))
@@ -86,11 +92,9 @@ def evaluate_stage(ctx: StageContext):
         random_router = build_router("random", profile, queries, candidates, baselines, mix=mix)
         runs.append(RouterRun("random", "random", None, random_router.route(test_queries)))
     logger.info("evaluating %d router runs on %d %s queries", len(runs), len(test_queries), split)
-    result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"),
-                          tracking_uri=ctx.tracking_uri, run_tags=ctx.tags("evaluate"),
-                          experiment_name=p.tracking.experiment, started_ms=ctx.started_ms, selection=selection,
-                          energy=p.energy_policy)
-    write_headline(ctx, result)
+    result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"), run_tags=ctx.tags("evaluate"),
+                          run=run, selection=selection, energy=p.energy_policy)
+    write_headline(ctx, result, run)
     register(ctx, selection, result.mlflow_run_id)
     if lm_runs and result.mlflow_run_id:
         family = result.metrics["families"].get("lm", {})
@@ -176,15 +180,12 @@ def swept_name(family: str, lam: float) -> str:
     return f"{family}:{lam:g}"
 
 
-def write_headline(ctx: StageContext, result) -> None:
+def write_headline(ctx: StageContext, result, run: StageRun | None) -> None:
     from jouleroute.atomic import atomic_write_text
 
     figures = headline(result.metrics, ctx.params.router.lam)  # key order kept: `dvc exp show` shows it
     atomic_write_text(ctx.path("headline"), json.dumps(figures, indent=2) + "\n")
-    if ctx.tracking_uri and result.mlflow_run_id:
-        from mlflow import MlflowClient
-
-        run = StageRun(MlflowClient(tracking_uri=ctx.tracking_uri), result.mlflow_run_id)
+    if run is not None:
         run.log_metrics(flatten(figures))  # the same names in MLflow as in `dvc metrics show`
         # the params that tell runs apart (`dvc exp run -S router.lam=...`), prefixed by their section
         dump = ctx.params.model_dump(mode="json", by_alias=True)

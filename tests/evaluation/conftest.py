@@ -10,6 +10,7 @@ import pytest
 
 from jouleroute.evaluation import EvaluateConfig, RouterRun, run_evaluate
 from jouleroute.routing.base import RoutingDecisions
+from jouleroute.tracking import stage_run
 
 SKILL = {"small": 0.4, "medium": 0.65, "large": 0.9}  # a candidate answers queries easier than its skill
 ENERGY = {"small": 1.0, "medium": 4.0, "large": 12.0}  # J/query scale per candidate
@@ -80,7 +81,8 @@ def evaluated(synthetic, tmp_path_factory):
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     root = tmp_path_factory.mktemp("evaluate")
     uri = f"sqlite:///{root}/mlflow.db"
-    result = run_evaluate(synthetic["profile"], synthetic["queries"], make_runs(synthetic, EVAL_CFG), EVAL_CFG,
-                          root / "out", tracking_uri=uri, run_tags={"git_sha": "abc123", "params_hash": "p1"},
-                          experiment_name="eval-test")
+    tags = {"git_sha": "abc123", "params_hash": "p1"}
+    with stage_run(uri, "eval-test", "evaluate", tags, {}) as run:  # the stage's one run, as the stage opens it
+        result = run_evaluate(synthetic["profile"], synthetic["queries"], make_runs(synthetic, EVAL_CFG), EVAL_CFG,
+                              root / "out", run_tags=tags, run=run)
     return result, uri, root

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from jouleroute.evaluation.mlflow_log import log_evaluation
+from jouleroute.tracking import stage_run
 
 REPO = Path(__file__).resolve().parents[2]
 SHOT = REPO / "artifacts/ui/mlflow-compare.png"
@@ -33,7 +34,8 @@ def _free_port() -> int:
 @pytest.fixture
 def mlflow_ui(evaluated):
     result, uri, _ = evaluated
-    second = log_evaluation(result, uri, "eval-test", {"git_sha": "def456", "params_hash": "p2"})
+    with stage_run(uri, "eval-test", "evaluate", {"git_sha": "def456", "params_hash": "p2"}, {}) as run:
+        second = log_evaluation(result, run)
     port = _free_port()
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     server = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "ui", "--backend-store-uri", uri,
