@@ -133,6 +133,9 @@ def outcome(work: Path) -> dict:
         "warmup_energy_j": loading["warmup"]["energy_j"],
         "loading_energy_source": loading["load"]["energy_source"],
         "workers": len(latest["workers"]),
+        # the meter's idle power per process: CPU its threads spend with nothing to answer (the event
+        # loop, heartbeats, a profiler), which the estimate also counts inside every query's window
+        "idle_power_w": {w: round(v["idle_power_w"], 4) for w, v in sorted(latest["workers"].items())},
     }
 
 

@@ -10,6 +10,12 @@ the run (``jouleroute.tournament`` caches it per process), and jobs are handed o
 so that a worker serves one model's shards in a row (``dispatch``). A worker thus
 loads each model of the pool at most once per run.
 
+Workers that cost no more than a serial run: a CPU-time estimate counts every thread of a
+worker, and Dask's defaults (its nanny's allocator setting, the statistical profiler, frequent
+housekeeping) made the same answers cost 1.7x the serial run's joules. The flow's LocalCluster
+starts its workers without them; on an existing cluster it warns about them
+(``flows/dask_workers.py``).
+
 - ``dask_address=None``: a ``LocalCluster`` of ``n_workers`` processes x ``threads_per_worker``.
 - ``dask_address="tcp://host:8786"``: an existing cluster, e.g. one worker per GPU across
   nodes (docs/orchestration.md). Workers need the same code, params and a shared
@@ -20,11 +26,13 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from contextlib import nullcontext
 from pathlib import Path
 
 from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 
+from flows.dask_workers import overhead_warnings, quiet_local_workers, worker_conditions
 from jouleroute.stages.context import StageContext
 from jouleroute.stages.tournament import tournament_stage
 from jouleroute.tournament import release_models
@@ -81,6 +89,8 @@ def tournament_flow(params_path: str = "params.yaml", root: str = ".", batches_p
     def run_jobs(inp, jobs, run_id):
         logger.info("%d shard job(s) of run %s on %d worker thread(s), one model's jobs after the other",
                     len(jobs), run_id, sum(client.nthreads().values()))
+        for line in overhead_warnings(client.run(worker_conditions, on_error="return")):
+            logger.warning("%s", line)
         numbered = {id(job): i for i, job in enumerate(jobs)}
 
         def submit(job):
@@ -100,7 +110,11 @@ def tournament_flow(params_path: str = "params.yaml", root: str = ".", batches_p
 
 def run_on_dask(params_path: str, root: str, dask_address: str | None = None, n_workers: int = 2,
                 threads_per_worker: int = 1, batches_per_job: int = 2, return_state: bool = False):
-    """Call the flow with a Dask task runner (a flow's runner is fixed per call)."""
+    """Call the flow with a Dask task runner (a flow's runner is fixed per call).
+
+    The LocalCluster is started inside the flow call, so its workers get ``QUIET_WORKERS`` there.
+    """
     runner = _dask_runner(dask_address, n_workers, threads_per_worker)
-    return tournament_flow.with_options(task_runner=runner)(
-        params_path=params_path, root=root, batches_per_job=batches_per_job, return_state=return_state)
+    with nullcontext() if dask_address else quiet_local_workers():
+        return tournament_flow.with_options(task_runner=runner)(
+            params_path=params_path, root=root, batches_per_job=batches_per_job, return_state=return_state)
