@@ -9,11 +9,17 @@ time, as in the tests). For each router, a gateway process sits in front of them
 2. the same requests go straight to the upstream that answered each one, with the same concurrency.
 
 The gateway's added p95 is ``p95(gateway) - p95(direct)``; the target is <= 10 % of the direct p95.
-Routers: ``lm`` (the trained LM router of artifacts/grpo/model, when ``make run`` has produced it)
-and ``knn`` (the kNN baseline on a small synthetic profile, hashing embedder: nearly free routing,
-so it shows the gateway's own machinery). Writes results/gateway_load.json.
+Routers: ``knn`` (the kNN baseline on a small synthetic profile, hashing embedder: nearly free
+routing, so it shows the gateway's own machinery) as above, and ``lm`` (a trained LM router folder,
+``--lm-router``, default artifacts/grpo/model when ``make run`` has produced it) at a sustained
+rate instead: ``--lm-requests`` requests sent open-loop at ``--lm-rate`` per second (each at its
+time, whatever is still in flight), both through the gateway and straight to the upstreams. Its
+targets: >= 20 routed requests/s sustained, p95 routing latency (queue + router pass, the
+``X-Jouleroute-Router-Latency-S`` header) <= 100 ms. Writes results/gateway_load.json.
 
     .venv/bin/python benchmarks/bench_gateway.py [--requests 400] [--concurrency 200] [--routers lm knn]
+        [--lm-router artifacts/exp/L6/sft/model] [--lm-rate 20] [--lm-requests 400]
+        [--queries artifacts/replay/queries.parquet]
 """
 
 from __future__ import annotations
@@ -61,7 +67,8 @@ def run_upstream(model_dir: str, name: str, port: int) -> None:
                 log_level="warning", access_log=False)
 
 
-def run_gateway(router_kind: str, targets: dict[str, list[str]], port: int, log_file: str) -> None:
+def run_gateway(router_kind: str, router_dir: str, threads: int | None, targets: dict[str, list[str]], port: int,
+                log_file: str) -> None:
     """``targets``: candidate -> [upstream /v1 root, served model name]."""
     import logging
 
@@ -76,7 +83,7 @@ def run_gateway(router_kind: str, targets: dict[str, list[str]], port: int, log_
 
     # the access log is part of the gateway's cost: keep it on, in a file
     logging.basicConfig(filename=log_file, level=logging.INFO)
-    router = build_router(router_kind)
+    router = build_router(router_kind, Path(router_dir), threads)
     expected = ExpectedEnergy({}, 0.1)
     upstreams = {c: RemoteUpstream(c, targets[c][0], targets[c][1], expected, concurrency=256)
                  for c in router.candidates}
@@ -88,7 +95,7 @@ def run_gateway(router_kind: str, targets: dict[str, list[str]], port: int, log_
                 timeout_keep_alive=30, timeout_graceful_shutdown=5)
 
 
-def build_router(kind: str):
+def build_router(kind: str, router_dir: Path, threads: int | None = None):
     from jouleroute.energy.estimate import EstimateMeter
     from jouleroute.gateway.routers import ScoringGatewayRouter, lm_gateway_router
 
@@ -97,7 +104,10 @@ def build_router(kind: str):
         from jouleroute.config import load_params
         from jouleroute.routing.lm.router import LMRouter
 
-        return lm_gateway_router(LMRouter(LM_ROUTER, meter=meter, cfg=load_params(ROOT / "params.yaml").router))
+        cfg = load_params(ROOT / "params.yaml").router
+        if threads is not None:
+            cfg = cfg.model_copy(update={"threads": threads})
+        return lm_gateway_router(LMRouter(router_dir, meter=meter, cfg=cfg))
     import pandas as pd
 
     from jouleroute.routing.baselines.config import BaselinesConfig
@@ -151,58 +161,90 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 180.0) -> No
 
 # --- the load ------------------------------------------------------------------------------------
 
-async def fire(jobs: list[tuple[str, dict, dict]], concurrency: int) -> tuple[list[dict], float]:
+async def fire(jobs: list[tuple[str, dict, dict]], concurrency: int,
+               rate: float | None = None) -> tuple[list[dict], float]:
     """POST every (url, body, headers) with ``concurrency`` in flight; one record per request.
+    With ``rate``, open loop: request i leaves at i / rate seconds, however many are in flight.
 
     aiohttp, not httpx: the load generator shares the CPUs with what it measures, so it must be cheap.
     """
     import aiohttp
 
-    gate = asyncio.Semaphore(concurrency)
-    connector = aiohttp.TCPConnector(limit=concurrency, keepalive_timeout=2.0)
+    gate = asyncio.Semaphore(len(jobs) if rate else concurrency)
+    connector = aiohttp.TCPConnector(limit=len(jobs) if rate else concurrency, keepalive_timeout=2.0)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=300)) as session:
-        async def one(url, body, headers) -> dict:
+        async def one(i, url, body, headers) -> dict:
+            if rate:
+                await asyncio.sleep(max(0.0, run_started + i / rate - time.perf_counter()))
             async with gate:
-                started = time.perf_counter()
+                sent = time.perf_counter()
                 try:
                     async with session.post(url, json=body, headers=headers) as r:
                         text = await r.text()
-                        record = {"status": r.status, "headers": {k.lower(): v for k, v in r.headers.items()}}
+                        record = {"status": r.status, "headers": {k.lower(): v for k, v in r.headers.items()},
+                                  "usage": _usage(text) if r.status == 200 else {}}
                     if r.status != 200:
                         record["error"] = f"{r.status}: {text[:200]}"
                 except (aiohttp.ClientError, asyncio.TimeoutError) as error:
-                    record = {"status": None, "error": f"{type(error).__name__}: {error}", "headers": {}}
-                record["latency_s"] = time.perf_counter() - started
+                    record = {"status": None, "error": f"{type(error).__name__}: {error}", "headers": {}, "usage": {}}
+                record["done_at"] = time.perf_counter()
+                record["latency_s"] = record["done_at"] - sent
                 return record
 
-        started = time.perf_counter()
-        records = await asyncio.gather(*(one(*job) for job in jobs))
-        return records, time.perf_counter() - started
+        run_started = time.perf_counter()
+        records = await asyncio.gather(*(one(i, *job) for i, job in enumerate(jobs)))
+        return records, time.perf_counter() - run_started
+
+
+def _usage(text: str) -> dict:
+    try:
+        return json.loads(text).get("usage", {}).get("jouleroute", {}) or {}
+    except (ValueError, AttributeError):
+        return {}
 
 
 def summary(records: list[dict], wall_s: float) -> dict:
     ok = [r["latency_s"] for r in records if r["status"] == 200]
     causes = Counter(r["error"] for r in records if r["status"] != 200)
     pct = (lambda q: round(float(np.percentile(ok, q)), 4)) if ok else (lambda q: None)
+    done = sorted(r["done_at"] for r in records if r["status"] == 200)
+    # completions per second between the first and the last: the rate held, not diluted by the ramp
+    sustained = (len(done) - 1) / (done[-1] - done[0]) if len(done) > 1 and done[-1] > done[0] else None
     return {"requests": len(records), "errors": sum(causes.values()), "error_causes": dict(causes),
             "wall_s": round(wall_s, 3), "throughput_rps": round(len(ok) / wall_s, 2),
+            "sustained_rps": round(sustained, 2) if sustained is not None else None,
             "p50_s": pct(50), "p95_s": pct(95), "max_s": round(max(ok), 4) if ok else None}
 
 
-def prompts(n: int) -> list[str]:
-    if QUERIES.is_file():
+def prompts(n: int, queries: Path = QUERIES, with_task: bool = False) -> list[tuple[str, str]]:
+    """(prompt, task) pairs. With ``with_task`` (the LM router) and a table that names tasks: whole
+    test questions with their task, as a client of a router trained on those tasks sends them (the
+    router strips the task's scaffold and reads what its training read)."""
+    if queries.is_file():
         import pandas as pd
 
-        questions = pd.read_parquet(QUERIES, columns=["question"])["question"].astype(str).tolist()
+        table = pd.read_parquet(queries)
+        if with_task and "task" in table.columns:
+            table = table[table["split"] == "test"] if "split" in table.columns else table
+            rows = list(zip(table["question"].astype(str), table["task"].astype(str)))
+            return [rows[i % len(rows)] for i in range(n)]
+        questions = table["question"].astype(str).tolist()
         # the tail of a few-shot prompt is the query itself; keep prompts of a chat-like size
-        return [questions[i % len(questions)][-600:] for i in range(n)]
-    return [f"question {i} about topic {i % 4} and number {3 * i}" for i in range(n)]
+        return [(questions[i % len(questions)][-600:], "") for i in range(n)]
+    return [(f"question {i} about topic {i % 4} and number {3 * i}", "") for i in range(n)]
 
 
-def bench_router(kind: str, targets: dict[str, list[str]], n: int, concurrency: int, workdir: Path,
-                 upstream_pids: list[int]) -> dict:
+def completion(model: str, prompt: str, task: str) -> dict:
+    return {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS} | ({"task": task} if task else {})
+
+
+def bench_router(kind: str, router_dir: Path, targets: dict[str, list[str]], n: int, concurrency: int,
+                 workdir: Path, upstream_pids: list[int], queries: Path, rate: float | None = None,
+                 threads: int | None = None) -> dict:
     port = free_port()
-    gateway = start(["--role", "gateway", "--router", kind, "--targets", json.dumps(targets), "--port", str(port),
+    gateway = start(["--role", "gateway", "--router", kind, "--router-dir", str(router_dir),
+                     *(["--threads", str(threads)] if threads else []),
+                     "--targets", json.dumps(targets), "--port", str(port),
                      "--log", str(workdir / f"access-{kind}.log")], workdir / f"gateway-{kind}.out")
     try:
         base = f"http://127.0.0.1:{port}"
@@ -210,39 +252,51 @@ def bench_router(kind: str, targets: dict[str, list[str]], n: int, concurrency: 
         router = json.loads(get_text(base + "/readyz"))["router"]
         low, high = (0.0, 2.0)
         weights = [low + (high - low) * (i % 5) / 4 for i in range(n)]
-        texts = prompts(n)
-        warm = [(base + "/v1/completions", {"model": "jouleroute-auto", "prompt": texts[i], "max_tokens": MAX_TOKENS},
-                 {"X-Energy-Weight": "0.5"}) for i in range(8)]
+        texts = prompts(n, queries, with_task=kind == "lm")
+        warm = [(base + "/v1/completions", completion("jouleroute-auto", *texts[i]), {"X-Energy-Weight": "0.5"})
+                for i in range(8)]
         asyncio.run(fire(warm, 8))
-        jobs = [(base + "/v1/completions", {"model": "jouleroute-auto", "prompt": t, "max_tokens": MAX_TOKENS},
-                 {"X-Energy-Weight": f"{w:g}"}) for t, w in zip(texts, weights)]
+        jobs = [(base + "/v1/completions", completion("jouleroute-auto", *t), {"X-Energy-Weight": f"{w:g}"})
+                for t, w in zip(texts, weights)]
         gateway_cpu = cpu_s(gateway.pid)
-        via, via_wall = asyncio.run(fire(jobs, concurrency))
+        via, via_wall = asyncio.run(fire(jobs, concurrency, rate))
         gateway_cpu = cpu_s(gateway.pid) - gateway_cpu
         upstream_cpu = sum(cpu_s(pid) for pid in upstream_pids)
         picks = [r["headers"].get("x-jouleroute-candidate") for r in via]
-        direct_jobs = [(targets[c][0] + "/completions", {"model": targets[c][1], "prompt": t, "max_tokens": MAX_TOKENS},
-                        {}) for t, c in zip(texts, picks) if c]
-        direct, direct_wall = asyncio.run(fire(direct_jobs, concurrency))
+        direct_jobs = [(targets[c][0] + "/completions", completion(targets[c][1], t, ""), {})
+                       for (t, _), c in zip(texts, picks) if c]
+        direct, direct_wall = asyncio.run(fire(direct_jobs, concurrency, rate))
         upstream_cpu = sum(cpu_s(pid) for pid in upstream_pids) - upstream_cpu
     finally:
         stop(gateway)
     g, d = summary(via, via_wall), summary(direct, direct_wall)
     routing = [float(r["headers"]["x-jouleroute-router-latency-s"]) for r in via if r["status"] == 200]
     compute = [float(r["headers"]["x-jouleroute-router-energy-j"]) for r in via if r["status"] == 200]
+    passes = [float(r["usage"]["router"]["compute_s"]) for r in via if r["usage"].get("router")]
     added = g["p95_s"] - d["p95_s"] if g["p95_s"] is not None and d["p95_s"] is not None else None
     ratio = added / d["p95_s"] if added is not None and d["p95_s"] else None
-    return {"router": router, "gateway": g, "direct": d,
-            "routing_overhead_p50_s": round(float(np.percentile(routing, 50)), 4) if routing else None,
-            "routing_overhead_p95_s": round(float(np.percentile(routing, 95)), 4) if routing else None,
-            "router_energy_j_mean": round(float(np.mean(compute)), 6) if compute else None,
-            "router_energy_source": "estimated", "picks": dict(Counter(p for p in picks if p)),
-            # CPU per request: what the gateway (routing included) and the upstreams (direct phase) spend
-            "gateway_cpu_ms_per_request": round(1000 * gateway_cpu / n, 2),
-            "upstream_cpu_ms_per_request": round(1000 * upstream_cpu / max(len(direct_jobs), 1), 2),
-            "added_p95_s": round(added, 4) if added is not None else None,
-            "added_p95_ratio": round(ratio, 4) if ratio is not None else None,
-            "target_ratio": 0.10, "target_met": bool(ratio is not None and ratio <= 0.10 and g["errors"] == 0)}
+    pct = lambda values, q: round(float(np.percentile(values, q)), 4) if values else None  # noqa: E731
+    result = {
+        "router": router, "router_dir": str(router_dir.relative_to(ROOT)) if kind == "lm" else None,
+        "queries_file": str(queries.relative_to(ROOT)) if queries.is_file() else "synthetic",
+        "offered_rate_rps": rate, "gateway": g, "direct": d,
+        "routing_overhead_p50_s": pct(routing, 50), "routing_overhead_p95_s": pct(routing, 95),
+        # in request order: a backlog that grows shows as a later half slower than the whole
+        "routing_overhead_p95_second_half_s": pct(routing[len(routing) // 2:], 95),
+        "router_pass_p50_s": pct(passes, 50), "router_pass_p95_s": pct(passes, 95),
+        "router_energy_j_mean": round(float(np.mean(compute)), 6) if compute else None,
+        "router_energy_source": "estimated", "picks": dict(Counter(p for p in picks if p)),
+        # CPU per request: what the gateway (routing included) and the upstreams (direct phase) spend
+        "gateway_cpu_ms_per_request": round(1000 * gateway_cpu / n, 2),
+        "upstream_cpu_ms_per_request": round(1000 * upstream_cpu / max(len(direct_jobs), 1), 2),
+        "added_p95_s": round(added, 4) if added is not None else None,
+        "added_p95_ratio": round(ratio, 4) if ratio is not None else None,
+        "target_ratio": 0.10, "target_met": bool(ratio is not None and ratio <= 0.10 and g["errors"] == 0)}
+    if rate:  # the sustained-rate targets of the LM router
+        result["targets_sustained"] = {"routed_rps": ">= 20", "routing_overhead_p95_s": "<= 0.1"}
+        result["targets_sustained_met"] = bool(g["errors"] == 0 and g["sustained_rps"] >= 20
+                                               and result["routing_overhead_p95_s"] <= 0.1)
+    return result
 
 
 def get_text(url: str) -> str:
@@ -255,21 +309,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--concurrency", type=int, default=200)
-    parser.add_argument("--lm-requests", type=int, default=16,
-                        help="requests for the LM router (a 135M model per query: ~1 s each on a busy CPU)")
+    parser.add_argument("--lm-requests", type=int, default=400, help="requests for the LM router, sent at --lm-rate")
+    parser.add_argument("--lm-rate", type=float, default=20.0, help="LM router requests per second, open loop")
+    parser.add_argument("--lm-router", type=Path, default=LM_ROUTER, help="a trained LM router folder")
+    parser.add_argument("--lm-threads", type=int, default=None,
+                        help="the LM router's torch threads (default: params.yaml router.threads)")
+    parser.add_argument("--queries", type=Path, default=QUERIES, help="a query table whose questions are the prompts")
     parser.add_argument("--routers", nargs="+", default=["knn", "lm"], choices=["lm", "knn"])
     parser.add_argument("--role", choices=["upstream", "gateway"], help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     parser.add_argument("--name", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--router", help=argparse.SUPPRESS)
+    parser.add_argument("--router-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--targets", help=argparse.SUPPRESS)
     parser.add_argument("--log", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "upstream":
         return run_upstream(args.dir, args.name, args.port)
     if args.role == "gateway":
-        return run_gateway(args.router, json.loads(args.targets), args.port, args.log)
+        return run_gateway(args.router, args.router_dir, args.threads, json.loads(args.targets), args.port, args.log)
 
     from _common import conditions, write_result
 
@@ -278,7 +338,8 @@ def main() -> None:
 
     from jouleroute.backends.tiny import build_tiny_llama
 
-    routers = [r for r in args.routers if r != "lm" or (LM_ROUTER / "config.json").is_file()]
+    lm_router, queries = args.lm_router.resolve(), args.queries.resolve()
+    routers = [r for r in args.routers if r != "lm" or (lm_router / "config.json").is_file()]
     skipped = sorted(set(args.routers) - set(routers))
     cond = conditions()
     with tempfile.TemporaryDirectory() as tmp:
@@ -295,17 +356,23 @@ def main() -> None:
             a, b = (f"http://127.0.0.1:{ports[n]}/v1" for n in ("tiny-a", "tiny-b"))
             results = {}
             for kind in routers:
-                candidates = (json.loads((LM_ROUTER / "router_spec.json").read_text())["candidates"]
+                candidates = (json.loads((lm_router / "router_spec.json").read_text())["candidates"]
                               if kind == "lm" else ["small", "large"])
                 targets = {c: ([a, "tiny-a"] if i % 2 == 0 else [b, "tiny-b"]) for i, c in enumerate(candidates)}
-                n = args.lm_requests if kind == "lm" else args.requests
-                print(f"[{kind}] {n} requests, {min(n, args.concurrency)} in flight ...", flush=True)
-                results[kind] = bench_router(kind, targets, n, min(n, args.concurrency), work, [p.pid for p in procs])
+                n, rate = (args.lm_requests, args.lm_rate) if kind == "lm" else (args.requests, None)
+                print(f"[{kind}] {n} requests, " + (f"{rate:g}/s" if rate else f"{min(n, args.concurrency)} in flight")
+                      + " ...", flush=True)
+                results[kind] = bench_router(kind, lm_router, targets, n, min(n, args.concurrency), work,
+                                             [p.pid for p in procs], queries, rate, args.lm_threads)
                 print(json.dumps(results[kind], indent=1), flush=True)
         finally:
             for proc in procs:
                 stop(proc)
-    payload = {"requests": args.requests, "lm_requests": args.lm_requests, "concurrency": args.concurrency,
+    from jouleroute.config import load_params
+
+    payload = {"requests": args.requests, "lm_requests": args.lm_requests, "lm_rate_rps": args.lm_rate,
+               "lm_threads": args.lm_threads or load_params(ROOT / "params.yaml").router.threads,
+               "concurrency": args.concurrency,
                "max_tokens": MAX_TOKENS,
                "upstreams": "2 x jouleroute.backends.serve over a tiny random Llama (hidden 16), one request at a time",
                "routers": results, "skipped_routers": skipped, "conditions": cond}

@@ -50,16 +50,42 @@ def meter_overhead() -> None:
     print()
 
 
-def router_scoring() -> None:
-    data = json.loads((RESULTS / "router_scoring.json").read_text())
-    print(f"### LM router: one-pass scoring vs generate (`results/router_scoring.json`, {data['queries']} queries)\n")
+def router_scoring(file_name: str) -> None:
+    data = json.loads((RESULTS / file_name).read_text())
+    if "full" not in data:
+        return  # the generate()-era record, before the fast router
+    full, fast, plain, same = data["full"], data["fast"], data["fast_without_prefix_cache"], data["prefix_cache_vs_uncached"]
+    print(f"### LM router: full vs fast scoring (`results/{file_name}`, {data['queries']} test queries)\n")
     print(conditions_line(data["conditions"]) + "\n")
-    print("| generate routings/s | scoring routings/s | speed-up (target >= 10) | 7-λ sweep / one pass (target <= 2) "
-          "| old 7-λ sweep / new 7-λ sweep |")
-    print("|---|---|---|---|---|")
-    print(f"| {data['generate_routings_per_s']:.2f} | {data['scoring_routings_per_s']:.2f} | "
-          f"{data['speedup_scoring_vs_generate']:.2f}x | {data['sweep_7_lambdas_over_one_pass']:.2f} | "
-          f"{data['generate_sweep_7_lambdas_over_scoring_sweep']:.1f}x |\n")
+    print("| router | layers | head | prefix cache | query budget | mean prompt tokens | routings/s | routings/CPU-s |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| full (main at 3261796) | {full['layers']} | {full['head']} | no | {full['max_query_tokens']} | "
+          f"{data['mean_prompt_tokens']} | {full['routings_per_s']:.2f} | {full['routings_per_cpu_s']:.2f} |")
+    print(f"| fast, no prefix cache | {fast['layers']} | {fast['head']} | no | {fast['max_query_tokens']} | "
+          f"{fast['mean_prompt_tokens']} | {plain['routings_per_s']:.2f} | {plain['routings_per_cpu_s']:.2f} |")
+    print(f"| fast | {fast['layers']} | {fast['head']} | {fast['prefix_tokens']} tokens | {fast['max_query_tokens']} | "
+          f"{fast['mean_prompt_tokens']} | {fast['routings_per_s']:.2f} | {fast['routings_per_cpu_s']:.2f} |")
+    print(f"\nFast vs full: **{data['speedup_fast_vs_full']:.2f}x** by the wall clock "
+          f"({data['speedup_fast_vs_full_cpu']:.2f}x by CPU time; target {data['targets']['speedup_fast_vs_full']}); "
+          f"the prefix cache alone {data['speedup_prefix_cache']:.2f}x ({data['speedup_prefix_cache_cpu']:.2f}x). "
+          f"Cached vs uncached label logits: max difference {same['max_abs_logit_diff']:.2g} "
+          f"({same['max_diff_over_spread']:.2g} of their spread), top label differs on {same['top_label_differs']}.\n")
+
+
+def gateway_load() -> None:
+    data = json.loads((RESULTS / "gateway_load.json").read_text())
+    print(f"### Gateway under load (`results/gateway_load.json`, {data['upstreams']})\n")
+    print(conditions_line(data["conditions"]) + f" LM router torch threads: {data.get('lm_threads')}.\n")
+    print("| router | load | requests | errors | sustained req/s | routing p50 s | routing p95 s | router pass p95 s "
+          "| gateway p95 s | direct p95 s | added p95 s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in data["routers"].values():
+        g, d = r["gateway"], r["direct"]
+        load = f"{r['offered_rate_rps']:g}/s open loop" if r.get("offered_rate_rps") else f"{data['concurrency']} in flight"
+        print(f"| {r['router']} | {load} | {g['requests']} | {g['errors']} | {g.get('sustained_rps')} | "
+              f"{r['routing_overhead_p50_s']} | {r['routing_overhead_p95_s']} | {r.get('router_pass_p95_s')} | "
+              f"{g['p95_s']} | {d['p95_s']} | {r['added_p95_s']} |")
+    print()
 
 
 def loglik_levers() -> None:
@@ -117,7 +143,9 @@ def all_tables() -> None:
     for path in sorted(RESULTS.glob("batching*.json")):
         batching(path.name)
     meter_overhead()
-    router_scoring()
+    for path in sorted(RESULTS.glob("router_scoring*.json")):
+        router_scoring(path.name)
+    gateway_load()
     loglik_levers()
     end_to_end("end_to_end.json", "`make run` stage by stage")
     end_to_end("study_end_to_end.json", "`make study` stage by stage")
