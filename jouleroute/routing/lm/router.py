@@ -28,7 +28,7 @@ from transformers import AutoModelForCausalLM
 from jouleroute.energy.base import Measurement, Meter
 from jouleroute.routing.base import Router, RoutingDecisions, Scores
 from jouleroute.routing.lm.config import RouterConfig
-from jouleroute.routing.lm.scoring import SharedPrefix, common_prefix, label_logits
+from jouleroute.routing.lm.scoring import SharedPrefix, common_prefix, label_logits, length_batches
 from jouleroute.routing.lm.spec import RouterSpec, label_token_ids, prompt_ids
 from jouleroute.routing.torch_env import load_tokenizer, resolve_device, set_threads, use_bf16
 
@@ -121,10 +121,10 @@ class LMRouter(Router):
         n, size = len(prompts), self.cfg.batch_size
         scores = np.zeros((n, len(self.candidates)))
         latency, energy = [0.0] * n, [0.0] * n
-        order = sorted(range(n), key=lambda i: len(prompts[i]))  # similar lengths share a batch: less padding
-        pad = self.tokenizer.pad_token_id
-        for start in range(0, n, size):
-            batch = order[start:start + size]
+        pad, skip = self.tokenizer.pad_token_id, len(self.prefix) if self.prefix is not None else 0
+        # what each row computes: the tokens after the cached prefix, or all of them
+        computed = [len(p) - skip if skip and self.prefix.fits(p) else len(p) for p in prompts]
+        for batch in length_batches(computed, size):  # similar lengths share a batch: little padding
             with self._window() as box:
                 scores[batch] = label_logits(self.model, [prompts[i] for i in batch], self.label_ids, pad,
                                              self.prefix)

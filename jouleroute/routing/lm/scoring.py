@@ -12,6 +12,10 @@ once per model, device and dtype; prompts that start with them are scored from t
 (right-padded suffixes, positions continuing after the prefix), the rest as before. The result is
 the same computation in another order: the label logits agree with the uncached path to float
 rounding (tests/routing/test_prefix_cache.py).
+
+``length_batches`` groups prompts of similar length, so few padding tokens are computed: the
+gateway's passes hold whatever arrived together, and 16 random replay-study queries padded to
+the longest would compute about twice their real tokens.
 """
 
 from __future__ import annotations
@@ -33,6 +37,34 @@ def left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Te
         ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
         mask[row, width - len(prompt):] = 1
     return ids, mask, (mask.cumsum(dim=1) - 1).clamp(min=0)
+
+
+# A batch may carry this share of padding before the next (longer) prompt starts a new batch ...
+PADDING_SLACK = 0.25
+# ... unless the padding is fewer tokens than this: a pass's fixed cost (a python call and a dispatch
+# per layer) is about that of a few dozen tokens on a CPU, so tiny batches would not pay for themselves.
+MIN_PADDING_TOKENS = 64
+
+
+def length_batches(lengths: Sequence[int], size: int, slack: float = PADDING_SLACK,
+                   min_padding: int = MIN_PADDING_TOKENS) -> list[list[int]]:
+    """Indices of ``lengths``, shortest first, cut into batches of at most ``size``; a batch also
+    closes when the next prompt would make its padding exceed both ``slack`` of its real tokens and
+    ``min_padding`` tokens (every row is padded to the batch's longest)."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    real = 0
+    for i in sorted(range(len(lengths)), key=lambda j: lengths[j]):
+        n = lengths[i]
+        padding = n * (len(current) + 1) - (real + n)
+        if current and (len(current) == size or padding > max(slack * (real + n), min_padding)):
+            batches.append(current)
+            current, real = [], 0
+        current.append(i)
+        real += n
+    if current:
+        batches.append(current)
+    return batches
 
 
 def common_prefix(prompts: Sequence[Sequence[int]]) -> tuple[int, ...]:
