@@ -24,7 +24,8 @@ models and prompts on fewer queries, for a machine too busy for the whole set. I
 recorded in the result, as is `--torch-threads` (default: params' backend.torch_threads,
 which the serial run uses; each Dask worker caps it at its share of the cores).
 
-Writes benchmarks/results/dask_tournament.json (dask_tournament-tiny.json with --tiny).
+Writes benchmarks/results/dask_tournament.json (dask_tournament-tiny.json with --tiny,
+dask_tournament-per-task<N>.json with --per-task N, so a reduced run never replaces a full one).
 """
 
 from __future__ import annotations
@@ -222,7 +223,9 @@ def main() -> int:
         "conditions": cond,
     }
     result["conditions"]["load_avg_1m_between"] = runs["dask"]["load_avg_1m_at_start"]
-    path = write_result("dask_tournament-tiny" if args.tiny else "dask_tournament", result)
+    name = "dask_tournament-tiny" if args.tiny else f"dask_tournament-per-task{args.per_task}" if args.per_task \
+        else "dask_tournament"
+    path = write_result(name, result)
     print(json.dumps({k: result[k] for k in ("ratios", "agreement", "met")}, indent=2))
     print(f"-> {path}" + (f" (scratch: {base})" if args.keep else ""))
     if not args.keep:

@@ -100,8 +100,12 @@ def tournament_flow(params_path: str = "params.yaml", root: str = ".", batches_p
         try:
             return dispatch(jobs, submit, client, logger)
         finally:  # the run is over: each worker frees its models (GPU memory included) and says how many it loaded
+            conditions = client.run(worker_conditions, on_error="return")  # torch is imported by now
             loads = client.run(release_models, on_error="return")
             logger.info("model loads per worker: %s", ", ".join(f"{w}: {n}" for w, n in sorted(loads.items())))
+            logger.info("threads per worker (torch, OMP_NUM_THREADS): %s", ", ".join(
+                f"{w}: {c.get('torch_threads')}, {c.get('omp_num_threads')}" for w, c in sorted(conditions.items())
+                if isinstance(c, dict)))
 
     with library_logs_to(logger):
         profile = tournament_stage(ctx, run_jobs=run_jobs, batches_per_job=batches_per_job)

@@ -3,7 +3,9 @@
 ``time.process_time`` counts user+system CPU time of every thread of this process, so a
 window's estimate is ``cpu_seconds * cpu_watts_per_core``. It only sees this process: work
 done by another process (an inference server behind the ``openai`` backend) is not counted.
-Every Measurement it returns is labelled ``estimated``.
+Every thread of it is, though: in a Dask worker, its event loop, heartbeats and profiler too,
+which is why the tournament's flow starts its workers without what they need not run
+(flows/dask_workers.py). Every Measurement it returns is labelled ``estimated``.
 """
 
 from __future__ import annotations
