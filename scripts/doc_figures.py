@@ -147,6 +147,28 @@ def layers() -> str:
     return "\n".join(lines)
 
 
+def router_levers() -> str:
+    """The LM router's early-exit levers on the replay study (scripts/router_levers.py's record)."""
+    import json
+
+    record = json.loads(_need(ROOT / "benchmarks/results/router_levers-replay.json",
+                              "run scripts/router_levers.py").read_text())
+    first = next(iter(record["routers"]))
+    lines = [f"| router | decoder layers | val utility | val − {first} [95% CI] | kNN evidence chosen on val "
+             "| test energy-AIQ (LM alone) | test energy-AIQ (as chosen) |", "|---|---:|---:|---|---|---:|---:|"]
+    for name, row in record["routers"].items():
+        r = row["none"]
+        d = r["val_minus_first"]
+        ci = "—" if name == first else f"{d['difference']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] {d['verdict']}"
+        lines.append(f"| {name} | {row['layers']} | {r['val_utility']:.4f} | {ci} | {r['blend']['weight']:g}/"
+                     f"{r['blend']['energy']} | {r['test_aiq_lm']:.4f} | {r['test_aiq_blended']:.4f} |")
+    knn = record["knn"]
+    lines += ["", f"kNN: val utility {knn['val_utility']:.4f}, test energy-AIQ {knn['test_aiq']:.4f}. Val utility: mean "
+                  f"over the val queries and the λ grid {record['lambdas']}; CI: paired bootstrap over val queries "
+                  "(1000 resamples, seed 0); a CI that contains 0 is a tie."]
+    return "\n".join(lines)
+
+
 BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "stages": ("README.md", stages),
     "study-size": ("README.md", study_size),
@@ -155,6 +177,7 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "cpu-estimate": ("docs/energy.md", cpu_estimate),
     "energy-params": ("docs/energy.md", energy_params),
     "layers": ("docs/architecture.md", layers),
+    "router-levers": ("docs/router-training.md", router_levers),
 }
 
 

@@ -48,12 +48,34 @@ def outcomes(scores, matrix, lambdas):
             np.stack([energy[at, p] for p in picks], axis=1))
 
 
+def per_query_utility(scores, matrix, lambdas, norm) -> np.ndarray:
+    """Each val query's utility, averaged over ``lambdas``: what a paired comparison resamples."""
+    from jouleroute.routing.scores import normalize_energy
+
+    rows = np.array([matrix.query_ids.index(q) for q in scores.query_ids])
+    cols = np.array([matrix.candidates.index(c) for c in scores.candidates])
+    correct = matrix.correct[np.ix_(rows, cols)].astype(float)
+    cost = normalize_energy(matrix.energy_j[np.ix_(rows, cols)], norm)
+    at = np.arange(len(rows))
+    return np.mean([correct[at, scores.choices(lam)] - lam * cost[at, scores.choices(lam)] for lam in lambdas], axis=0)
+
+
+def paired_mean_ci(diff: np.ndarray, samples: int = 1000, seed: int = 0) -> dict:
+    """Mean of a paired difference and its 95% percentile bootstrap interval (queries resampled, seeded)."""
+    rng = np.random.default_rng(seed)
+    means = np.array([diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(samples)])
+    low, high = np.percentile(means, [2.5, 97.5])
+    verdict = "tie" if low <= 0 <= high else ("better" if low > 0 else "worse")
+    return {"difference": float(diff.mean()), "ci_low": float(low), "ci_high": float(high), "verdict": verdict}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params", default="studies/replay/params.yaml")
     parser.add_argument("--router", action="append", required=True, help="name=checkpoint folder")
     parser.add_argument("--weights", default="0,0.25,0.5,0.75")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--quantize", default="none,int8", help="comma list: none, int8 (int8 adds a pass per router)")
     args = parser.parse_args()
     p = load_params(ROOT / args.params)
     profile = pd.read_parquet(p.paths.resolve("profile", ROOT))
@@ -78,10 +100,11 @@ def main() -> None:
                       "test_aiq": family_aiq(singles_c.mean(0), singles_j.mean(0), knn_out[0].mean(0),
                                              knn_out[1].mean(0))},
               "routers": {}}
+    quantizations = [q for q in args.quantize.split(",") if q]
     for spec in args.router:
         name, folder = spec.split("=", 1)
         row: dict = {"checkpoint": folder}
-        for quantize in ("none", "int8"):
+        for quantize in quantizations:
             router = LMRouter(ROOT / folder, cfg=p.router.model_copy(update={"quantize": quantize,
                                                                               "threads": args.threads}))
             row["layers"] = router.model.config.num_hidden_layers
@@ -94,28 +117,44 @@ def main() -> None:
                 "val_utility": mean_utility(val, val_m, lambdas, norm), "blend": choice,
                 "test_aiq_lm": family_aiq(singles_c.mean(0), singles_j.mean(0), lm_out[0].mean(0), lm_out[1].mean(0)),
                 "test_aiq_blended": ci["families"]["knn"]["reference_aiq"], "test_blended_vs_knn": ci["families"]["knn"],
-                "val_decisions": {f"{lam:g}": val.decide(lam).candidate_ids for lam in lambdas}}
+                "val_decisions": {f"{lam:g}": val.decide(lam).candidate_ids for lam in lambdas},
+                "val_per_query": per_query_utility(val, val_m, lambdas, norm)}
+        reference = next(iter(result["routers"].values()), row)  # the first router given (e.g. the full one)
+        for quantize in quantizations:
+            diff = row[quantize]["val_per_query"] - reference["none"]["val_per_query"]
+            row[quantize]["val_minus_first"] = paired_mean_ci(diff)
+        if "int8" not in quantizations:
+            for quantize in quantizations:
+                del row[quantize]["val_decisions"]
+            result["routers"][name] = row
+            continue
         row["int8_agreement_val"] = {lam: float(np.mean(np.array(row["none"]["val_decisions"][lam])
                                                         == np.array(row["int8"]["val_decisions"][lam])))
                                      for lam in row["none"]["val_decisions"]}
         for quantize in ("none", "int8"):
             del row[quantize]["val_decisions"]
         result["routers"][name] = row
+    for row in result["routers"].values():
+        for quantize in quantizations:
+            row[quantize]["val_per_query"] = None  # kept only to pair with the first router
     out = ROOT / "benchmarks/results" / f"router_levers-{Path(args.params).parent.name}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(out)
     print(f"kNN: val utility {result['knn']['val_utility']:.4f}, test AIQ {result['knn']['test_aiq']:.4f}")
     print("| router | layers | quantize | val utility | blend (w/energy) | val utility blended | test AIQ LM | "
-          "test AIQ blended | blended − kNN [95% CI] | int8 agreement (min over λ) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "test AIQ blended | blended − kNN [95% CI] | int8 agreement (min over λ) | val − first [95% CI] |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, row in result["routers"].items():
-        for quantize in ("none", "int8"):
+        for quantize in quantizations:
             r = row[quantize]
             d = r["test_blended_vs_knn"]
             print(f"| {name} | {row['layers']} | {quantize} | {r['val_utility']:.4f} | {r['blend']['weight']:g}/"
                   f"{r['blend']['energy']} | {r['blend']['val_utility_chosen']:.4f} | {r['test_aiq_lm']:.4f} | "
                   f"{r['test_aiq_blended']:.4f} | {d['difference']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] "
-                  f"{d['verdict']} | {min(row['int8_agreement_val'].values()):.3f} |")
+                  f"{d['verdict']} | " + (f"{min(row['int8_agreement_val'].values()):.3f}"
+                                          if "int8_agreement_val" in row else "n/a") + " | "
+                  f"{r['val_minus_first']['difference']:+.4f} [{r['val_minus_first']['ci_low']:+.4f}, "
+                  f"{r['val_minus_first']['ci_high']:+.4f}] |")
 
 
 if __name__ == "__main__":
