@@ -174,11 +174,14 @@ def knn_evidence_lines(evidence: dict | None) -> list[str]:
               f"weight {evidence['weight']:g} on kNN's merit, energy estimate from "
               + ("the LM (task means)" if evidence["energy"] == "first" else "kNN (neighbour energy)"))
     cross = evidence["cross_fitted"]["val_utility"]
-    lines = ["", f"kNN evidence in the LM router, chosen on val: **{chosen}**. Mean val utility of each blend "
-                 "tried (weight/energy; `0/first` is the LM router alone)"
-             + (f"; the chosen blend's cross-fitted figure (chosen on one half of val, scored on the other), the "
-                f"one it brings to the contest: {cross:.4f}" if cross is not None and not evidence["plain"] else "")
-             + ":", "", "| blend | mean val utility |", "|---|---:|"]
+    why = (f" The best blend on all of val was `{evidence['best_in_sample']}`; choosing it on one half of val and "
+           f"scoring it on the other gave {cross:.4f} against {evidence['val_utility_alone']:.4f} for the LM router "
+           "alone, so " + ("it is used (and that cross-fitted figure is the one it brings to the contest)."
+                           if not evidence["plain"] else "the LM router is used alone.")
+           if cross is not None and evidence.get("best_in_sample", "0/first") != "0/first" else "")
+    lines = ["", f"kNN evidence in the LM router, chosen on val: **{chosen}**.{why} Mean val utility of each blend "
+                 "tried (weight/energy; `0/first` is the LM router alone):", "", "| blend | mean val utility |",
+             "|---|---:|"]
     lines += [f"| {key} | {value:.4f} |" for key, value in evidence["val_utility"].items()]
     return lines
 

@@ -70,3 +70,18 @@ def test_folds_are_stable_and_split_the_queries():
         from jouleroute.evaluation.config import EvaluateConfig
 
         EvaluateConfig(knn_evidence_weights=(0.5, 1.5))
+
+
+def test_a_choice_that_does_not_pay_on_the_other_half_of_val_is_not_adopted(tmp_path):
+    """kNN is right on one fold of val and wrong on the other: whatever the in-sample best, the choice made
+    on one half does not pay on the other, so the LM router is used alone."""
+    rows = _rows(tmp_path)
+    blind, knows = _scores(rows, False), _scores(rows, True)
+    flipped = knows.merit.copy()
+    for i, q in enumerate(knows.query_ids):
+        if fold_of(q) == 1:
+            flipped[i] = 1.0 - flipped[i]
+    half_right = Scores.from_energy(knows.query_ids, POOL, flipped, knows.energy_j, "max")
+    chosen = choose_knn_evidence(blind, half_right, rows, "max", [0.25, 0.75])
+    assert chosen["cross_fitted"]["val_utility"] <= chosen["val_utility_alone"] + 1e-12
+    assert chosen["plain"] and (chosen["weight"], chosen["energy"]) == (0.0, "first")
