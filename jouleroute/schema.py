@@ -8,6 +8,8 @@ interchangeable.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 
 # Every energy number carries one of these labels.
@@ -62,3 +64,13 @@ PROFILE_SCHEMA = pa.schema(
 
 PROFILE_COLUMNS = tuple(PROFILE_SCHEMA.names)
 QUERY_COLUMNS = tuple(QUERY_SCHEMA.names)
+
+
+@dataclass(frozen=True)
+class PairOutcome:
+    """One (query, candidate) pair as a GRPO reward reads it: its correctness and its joules (the energy
+    column of params ``energy_policy``), replayed from a table or run live by the tournament. (A router's
+    outcome over a whole split is ``evaluation.outcomes.Outcome``.)"""
+
+    correct: float
+    energy_j: float

@@ -31,13 +31,21 @@ def grpo_stage(ctx: StageContext) -> dict:
 
 
 def _train_and_check(ctx: StageContext, run) -> dict:
+    from functools import partial
+
+    from jouleroute.stages.tournament import tournament_inputs
     from jouleroute.training.common import StepProgress
     from jouleroute.training.grpo import run_grpo
 
+    live = None
+    if ctx.params.grpo.reward_source == "live":  # rollouts run on the tournament's backend, into its shard store
+        from jouleroute.tournament.live import LiveOutcomes
+
+        live = partial(LiveOutcomes, tournament_inputs(ctx))
     metrics = run_grpo(ctx.params.grpo, ctx.path("router_data_dir"), ctx.path("sft_dir"), ctx.path("grpo_dir"),
                        run, cache_dir=ctx.path("trunk_cache"),
                        callbacks=[StepProgress(ctx.progress, "GRPO steps")], progress=ctx.progress,
-                       prior_strength=ctx.params.router_data.prior_strength)
+                       prior_strength=ctx.params.router_data.prior_strength, live=live)
     _compare_to_full_tournament(ctx, metrics["profiling"])
     sft_check = sft_heldout(ctx)
     grpo_check = heldout_check(ctx, ctx.path("grpo_dir") / "model", "grpo")

@@ -120,18 +120,13 @@ class GrpoConfig(_TrainParams):
     keep_best_on_val: bool = True
     # where a reward comes from (issue 19). profile: a lookup in the full profile of every train query;
     # replay: GRPO trains on the train queries SFT did not profile (sft.full_profile_fraction < 1) and
-    # reads the outcome of each sampled candidate only (training.partial_feedback)
+    # reads the outcome of each sampled candidate only (training.partial_feedback); live: as replay, but
+    # a sampled pair not in the tournament's shard store is answered, graded and metered now by the
+    # tournament's backend and written to that store (tournament.live)
     reward_source: Literal["profile", "replay", "live"] = "profile"
-    # replay: how many λ of the grid (seeded) each query is rolled out at. A pair revealed at one λ is
+    # replay and live: how many λ of the grid (seeded) each query is rolled out at. A pair revealed at one λ is
     # known at all (its outcome and joules do not depend on λ), but every extra λ samples more pairs
     replay_lambdas_per_query: int = Field(default=1, ge=1)
-
-    @field_validator("reward_source")
-    @classmethod
-    def _built(cls, value: str) -> str:
-        if value == "live":
-            raise ValueError("reward_source: live is not built yet (issue 19); use profile or replay")
-        return value
 
     @field_validator("lambdas")
     @classmethod

@@ -11,8 +11,10 @@ model by default (``beta = 0``). Besides TRL's logs (loss, reward, each
 
 ``grpo.reward_source`` says where a reward comes from: ``profile`` (default) looks the choice up in
 the full profile; ``replay`` learns from partial feedback on the train queries SFT did not profile,
-reading only the sampled pairs (``training.partial_feedback``). Either way the metrics carry
-``profiling``: the joules spent to obtain the training outcomes, labelled by energy source.
+reading only the sampled pairs (``training.partial_feedback``); ``live`` does the same with outcomes
+from the tournament's shard store, running and storing the sampled pairs it lacks (``tournament.live``).
+Either way the metrics carry ``profiling``: the joules spent to obtain the training outcomes,
+labelled by energy source.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from jouleroute.tracking import StageRun
 from jouleroute.training.config import GrpoConfig
 from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, log_stage_start
 from jouleroute.training.partial_feedback import (
-    ReplayRewards, RevealedOutcomes, RevealedCheckpoints, profiling_joules, read_profiled,
+    Outcomes, ReplayRewards, RevealedOutcomes, RevealedCheckpoints, profiling_joules, read_profiled,
 )
 from jouleroute.training.policy import attach_policy, detach_policy, release_fused_head
 from jouleroute.training.rewards import build_rewards
@@ -78,13 +80,17 @@ def track_choices(reward: Callable, spec: RouterSpec, energy_norm: str) -> Calla
 
 def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run: StageRun | None = None,
              *, callbacks: Sequence[TrainerCallback] = (), cache_dir: Path | None = None,
-             progress=None, prior_strength: float | None = None) -> dict:
+             progress=None, prior_strength: float | None = None,
+             live: Callable[..., Outcomes] | None = None) -> dict:
     """GRPO from ``sft_dir/model`` on train.jsonl x λ; saves ``out_dir/model``; returns metrics. ``run``: the
     MLflow run the caller opened (the `grpo` stage's), which gets the params and the training curves.
 
     ``reward_source: replay`` trains on the train queries SFT did not profile, one prompt per query and
     λ for ``replay_lambdas_per_query`` seeded λ of the grid, reading only the sampled candidates'
-    outcomes. ``prior_strength``: router_data's (default: its default)."""
+    outcomes. ``reward_source: live`` does the same with ``live(energy_column=, query_ids=)``, the outcome source
+    the caller opens (the stage: ``tournament.live.LiveOutcomes``): a sampled pair is read from the tournament's
+    shard store, or answered now and stored there. ``prior_strength``: router_data's (default:
+    its default)."""
     seed_everything(cfg.seed)
     set_threads(cfg.threads)
     from datasets import Dataset
@@ -98,18 +104,18 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run:
         spec.check_lambda(lam)
     source = data_dir / "train.jsonl"
     rows = read_jsonl(source)
-    replay = cfg.reward_source == "replay"
+    partial = cfg.reward_source in ("replay", "live")  # partial feedback, from a table or run live
     tournament_rows, outcomes = rows, None  # profile: GRPO reads every pair of every train query
-    if replay:
-        rows, tournament_rows, outcomes = _partial_feedback_rows(rows, Path(sft_dir), source)
+    if partial:
         _check_replay_generations(cfg, len(spec.candidates))
+        rows, tournament_rows, outcomes = _partial_feedback_rows(cfg, rows, Path(sft_dir), source, live)
     setup = load_setup(sft_model, spec, rows, cfg.train_last_layers, cfg.device, cache_dir, progress)
     generations = cfg.num_generations or len(spec.candidates)
     cache = policy_cache(setup, rows, temperature=cfg.temperature)
     prompts = []
     lam_rng = random.Random(cfg.seed)
     for i, row in enumerate(rows):
-        if replay:  # the outcomes stay in `outcomes`: the prompt row names the query, nothing more
+        if partial:  # the outcomes stay in `outcomes`: the prompt row names the query, nothing more
             for lam in sorted(lam_rng.sample(lambdas, min(cfg.replay_lambdas_per_query, len(lambdas)))):
                 text = marked_prompt(setup, row, f"{i}:{lambdas.index(lam)}")
                 cache.register(setup.tokenizer(text=[text])["input_ids"][0], i, lam)
@@ -125,7 +131,7 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run:
             prompts.append({"prompt": text, "lam": float(lam), "query_id": row["query_id"],
                             "correct_by_candidate": correct, "energy_by_candidate": energy,
                             "expected_correct_by_candidate": expected})
-    if replay:
+    if partial:
         if prior_strength is None:
             from jouleroute.training.config import RouterDataConfig
 
@@ -155,7 +161,11 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run:
         processing_class=setup.tokenizer,
         callbacks=[MlflowMetricsCallback(run), *([RevealedCheckpoints(outcomes)] if outcomes else []), *callbacks]))
     release_fused_head(model)
-    metrics = train_timed(trainer, resume)
+    try:
+        metrics = train_timed(trainer, resume)
+    finally:
+        if hasattr(outcomes, "close"):  # live: free the candidates' models
+            outcomes.close()
     detach_policy(model)
     model_dir = save_final_model(model, setup.tokenizer, out_dir, sft_model)
     metrics.update(n_prompts=len(prompts), device=setup.device, num_generations=generations,
@@ -163,30 +173,46 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run:
                    **_reward_trend(trainer.state.log_history))
     metrics["profiling"] = profiling_joules(spec.energy_source, _energy_column(data_dir), cfg.reward_source,
                                             tournament_rows, outcomes)
+    if len(metrics["profiling"]["by_source"]) > 1:  # live rows metered unlike the profile: said, never silent
+        log.warning("GRPO rewards compared joules of different energy sources %s (profile: %s)",
+                    sorted(metrics["profiling"]["by_source"]), spec.energy_source)
     _log_profiling(run, metrics["profiling"])
     if outcomes is not None:  # the audit trail of what partial feedback read: [query_id, candidate, reads]
         write_json(out_dir / "revealed_pairs.json", [[q, c, n] for (q, c), n in sorted(outcomes.reads.items())])
         write_json(out_dir / "replay_prompts.json", [[p["query_id"], p["lam"]] for p in prompts])
+    if hasattr(outcomes, "executed"):  # live: the pairs this run answered and stored (the rest were in the store)
+        write_json(out_dir / "executed_pairs.json", sorted([q, c] for q, c in outcomes.executed))
     log_stage_end(run, "grpo", metrics, model_dir, cfg)
     write_json(out_dir / "metrics.json", metrics)
     return metrics
 
 
-def _partial_feedback_rows(rows: list[dict], sft_dir: Path, source: Path):
-    """(rows GRPO rolls out on, rows SFT profiled, their revealed-outcome accessor) for ``replay``."""
+def _partial_feedback_rows(cfg: GrpoConfig, rows: list[dict], sft_dir: Path, source: Path,
+                           live: Callable[..., Outcomes] | None):
+    """(rows GRPO rolls out on, rows SFT profiled, their outcome accessor) for ``replay`` and ``live``."""
     profiled = set(read_profiled(sft_dir))
     known = [r for r in rows if str(r["query_id"]) in profiled]
     rest = [r for r in rows if str(r["query_id"]) not in profiled]
     if not rest:
-        raise ValueError("grpo.reward_source: replay needs sft.full_profile_fraction < 1: SFT profiled every "
-                         f"train query of {source}, none is left for partial feedback")
-    outcomes = RevealedOutcomes.from_rows(rest, source)
+        raise ValueError(f"grpo.reward_source: {cfg.reward_source} needs sft.full_profile_fraction < 1: SFT "
+                         f"profiled every train query of {source}, none is left for partial feedback")
+    if cfg.reward_source == "live":
+        if live is None:
+            raise ValueError("grpo.reward_source: live needs the tournament's outcome source (backend, pool, shard "
+                             "store): run it through the grpo stage, which passes it")
+        column = _energy_column(source.parent)
+        if column == "unknown":
+            raise ValueError(f"{source.parent / 'stats.json'}: field 'energy_column' is missing: rerun router_data")
+        outcomes = live(energy_column=column, query_ids=[r["query_id"] for r in rest])
+    else:
+        outcomes = RevealedOutcomes.from_rows(rest, source)
     return [{k: r[k] for k in ("query_id", "task", "question")} for r in rest], known, outcomes
 
 
 def _check_replay_generations(cfg: GrpoConfig, pool: int) -> None:
     if cfg.num_generations is None or cfg.num_generations >= pool:
-        raise ValueError(f"grpo.num_generations must be below the pool size ({pool}) with reward_source: replay "
+        raise ValueError(f"grpo.num_generations must be below the pool size ({pool}) with reward_source: "
+                         f"{cfg.reward_source} "
                          f"(GRPO tries k < {pool} candidates per query), got {cfg.num_generations}")
 
 

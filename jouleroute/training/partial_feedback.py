@@ -12,6 +12,10 @@ on the other train queries, where it only sees the outcome of the candidates it 
   candidates' joules that normalize the energy) comes from the profiled queries only.
 * ``profiling_joules`` is the router's profiling bill: every pair of the profiled queries plus
   every distinct pair GRPO revealed, in joules, under the profile's energy-source label.
+
+``grpo.reward_source: live`` swaps the table for ``tournament.live.LiveOutcomes`` (``Outcomes``): a
+sampled pair is read from the tournament's shard store, or run through the tournament's backend
+and stored, and the rewards are the same ``ReplayRewards``.
 """
 
 from __future__ import annotations
@@ -19,14 +23,14 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from transformers import TrainerCallback
 
 from jouleroute.routing.scores import energy_penalty as penalty_term
 from jouleroute.routing.scores import normalize_energy_map
+from jouleroute.schema import PairOutcome as Outcome
 from jouleroute.training.rewards import completion_text, get_reward
 
 PROFILED_FILE = "profiled_queries.json"  # written by SFT next to its model: the queries it fitted
@@ -68,10 +72,17 @@ def read_profiled(sft_dir: Path) -> list[str]:
     return [str(i) for i in ids]
 
 
-@dataclass(frozen=True)
-class Outcome:
-    correct: float
-    energy_j: float
+class Outcomes(Protocol):
+    """Where partial feedback gets outcomes: ``RevealedOutcomes`` (replay) or ``tournament.live.LiveOutcomes``."""
+
+    reads: Counter[tuple[str, str]]
+
+    def reveal_all(self, pairs: Sequence[tuple[str, str]]) -> list[Outcome]: ...
+    def restore(self, reads: Sequence[Sequence[Any]]) -> None: ...
+    @property
+    def revealed(self) -> set[tuple[str, str]]: ...
+    def revealed_joules(self) -> float: ...
+    def revealed_by_source(self, default: str) -> dict[str, float]: ...
 
 
 class RevealedOutcomes:
@@ -106,6 +117,10 @@ class RevealedOutcomes:
         self.reads[(query_id, candidate)] += 1
         return outcome
 
+    def reveal_all(self, pairs: Sequence[tuple[str, str]]) -> list[Outcome]:
+        """The outcomes of a batch of rollouts, in order (``LiveOutcomes`` runs the missing ones in batches)."""
+        return [self.reveal(qid, cid) for qid, cid in pairs]
+
     def restore(self, reads: Sequence[Sequence[Any]]) -> None:
         """Counts saved with a checkpoint (``[query_id, candidate, reads]`` rows): a resumed run keeps them."""
         for qid, cid, count in reads:
@@ -121,13 +136,17 @@ class RevealedOutcomes:
         """Joules of the distinct revealed pairs: a pair run once is stored, a second read costs nothing."""
         return sum(self.__table[pair].energy_j for pair in self.reads)
 
+    def revealed_by_source(self, default: str) -> dict[str, float]:
+        """The revealed joules under the profile's label ``default`` (a replayed table carries no other)."""
+        return {default: self.revealed_joules()} if self.reads else {}
+
 
 class RevealedCheckpoints(TrainerCallback):
     """Saves the reveal counts into each checkpoint, so a run resumed from it accounts for earlier reads."""
 
     FILE = "revealed_pairs.json"
 
-    def __init__(self, outcomes: RevealedOutcomes):
+    def __init__(self, outcomes: Outcomes):
         self.outcomes = outcomes
 
     def on_save(self, args, state, control, **kwargs):
@@ -137,7 +156,7 @@ class RevealedCheckpoints(TrainerCallback):
             (folder / self.FILE).write_text(json.dumps(reads))
 
     @classmethod
-    def restore(cls, outcomes: RevealedOutcomes, checkpoint: Path) -> None:
+    def restore(cls, outcomes: Outcomes, checkpoint: Path) -> None:
         path = Path(checkpoint) / cls.FILE
         if not path.is_file():
             raise ValueError(f"{path} is missing: the checkpoint cannot say which pairs were revealed before it")
@@ -172,7 +191,7 @@ class ReplayRewards:
     * ``format``: as in ``training.rewards``. An invalid completion reveals nothing.
     """
 
-    def __init__(self, outcomes: RevealedOutcomes, labels: Sequence[str], candidates: Sequence[str],
+    def __init__(self, outcomes: Outcomes, labels: Sequence[str], candidates: Sequence[str],
                  profiled_rows: Sequence[dict], energy_norm: str, prior_strength: float):
         self.outcomes = outcomes
         self.name_of = dict(zip(labels, candidates))
@@ -188,10 +207,10 @@ class ReplayRewards:
             return self._observed
         if len(query_id) != len(completions):
             raise ValueError(f"'query_id' has {len(query_id)} rows for {len(completions)} completions")
-        observed = []
-        for completion, qid in zip(completions, query_id):
-            cid = self.name_of.get(completion_text(completion).strip(" \t\r\n\"'`.*"))
-            observed.append((cid, self.outcomes.reveal(str(qid), cid) if cid is not None else None))
+        picks = [self.name_of.get(completion_text(c).strip(" \t\r\n\"'`.*")) for c in completions]
+        # one call per batch: live outcomes run the pairs not stored yet together
+        revealed = iter(self.outcomes.reveal_all([(str(q), c) for c, q in zip(picks, query_id) if c is not None]))
+        observed = [(cid, next(revealed) if cid is not None else None) for cid in picks]
         self._batch, self._observed = completions, observed
         return observed
 
@@ -251,6 +270,8 @@ class ReplayRewards:
                 for lam, values in by_lam.items():
                     log_metric(f"chosen_norm_energy/lam_{format_lambda(lam)}", sum(values) / len(values))
                 log_metric("revealed_pairs", float(len(self.outcomes.revealed)))
+                if hasattr(self.outcomes, "executed"):  # live: the pairs this run answered
+                    log_metric("executed_pairs", float(len(self.outcomes.executed)))
             return reward(completions, **columns)
 
         tracked.__name__ = reward.__name__
@@ -264,22 +285,28 @@ def pairs_joules(rows: Sequence[dict]) -> tuple[int, float]:
 
 
 def profiling_joules(energy_source: str, energy_column: str, reward_source: str, tournament_rows: Sequence[dict],
-                     outcomes: RevealedOutcomes | None) -> dict[str, Any]:
+                     outcomes: Outcomes | None) -> dict[str, Any]:
     """The router's profiling bill: the full-tournament pairs it trained on plus GRPO's revealed pairs.
 
     ``tournament_rows``: the queries whose every pair was run for training (SFT's profiled set, and
-    with ``reward_source: profile`` every query GRPO read the full profile of).
+    with ``reward_source: profile`` every query GRPO read the full profile of). Revealed pairs carry
+    the profile's label (replay) or their own rows' (live: read from the shard store or run by GRPO).
     """
     pairs, joules = pairs_joules(tournament_rows)
     revealed = outcomes.revealed_joules() if outcomes is not None else 0.0
+    by_source: Counter[str] = Counter({energy_source: joules} if tournament_rows else {})
+    if outcomes is not None:
+        by_source.update(outcomes.revealed_by_source(energy_source))
+    grpo = {"pairs": len(outcomes.revealed) if outcomes is not None else 0,
+            "rollouts": sum(outcomes.reads.values()) if outcomes is not None else 0, "joules": revealed}
+    if outcomes is not None and hasattr(outcomes, "executed"):  # live: how many of those pairs this run answered
+        grpo["executed_pairs"] = len(outcomes.executed)
     return {
-        "energy_source": energy_source,  # the profile's label(s); every joule below carries it
+        "energy_source": energy_source,  # the profile's label(s): the tournament pairs' (by_source splits them all)
         "energy_column": energy_column,
         "reward_source": reward_source,
         "tournament": {"queries": len(tournament_rows), "pairs": pairs, "joules": joules},
-        "grpo_revealed": {"pairs": len(outcomes.revealed) if outcomes is not None else 0,
-                          "rollouts": sum(outcomes.reads.values()) if outcomes is not None else 0,
-                          "joules": revealed},
+        "grpo_revealed": grpo,
         "total_joules": joules + revealed,
-        "by_source": {energy_source: joules + revealed},
+        "by_source": dict(by_source),
     }

@@ -177,9 +177,10 @@ def test_replay_refuses_settings_that_would_read_everything(data_dir, sft_half, 
         run_grpo(replay_cfg(), data_dir, full, tmp_path / "b")
 
 
-def test_live_source_is_a_config_error_until_built():
-    with pytest.raises(ValidationError, match="reward_source: live is not built yet"):
-        GrpoConfig(reward_source="live")
+def test_reward_sources_are_typed():
+    assert GrpoConfig(reward_source="live").reward_source == "live"  # tests/training/test_live_feedback.py
+    with pytest.raises(ValidationError, match="reward_source"):
+        GrpoConfig(reward_source="online")
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         GrpoConfig(reward_sources="replay")
     assert GrpoConfig().reward_source == "profile" and SftConfig().full_profile_fraction == 1.0
