@@ -107,6 +107,14 @@ def prefix_agreement(router: LMRouter, queries: pd.DataFrame, batch_size: int = 
             "top_label_differs": int(np.sum(cached.argmax(1) != plain.argmax(1)))}
 
 
+def precision_agreement(router: LMRouter, fp32: LMRouter, queries: pd.DataFrame) -> dict:
+    """Label logits of a lower-precision router against the same checkpoint at fp32, same prompts."""
+    low, high = router.score(queries).merit, fp32.score(queries).merit
+    diff = float(np.max(np.abs(low - high)))
+    return {"max_abs_score_diff": diff, "max_diff_over_spread": diff / float(np.ptp(high)),
+            "top_candidate_differs": int(np.sum(low.argmax(1) != high.argmax(1))), "queries": len(queries)}
+
+
 def fresh_pass(router: LMRouter, queries: pd.DataFrame, prefix) -> None:
     router._last, router.prefix = None, prefix  # a fresh pass, not the memoized scores
     router.score(queries)
@@ -137,6 +145,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--layers", type=int, default=None, help="early exit to try (default: the study's sft.router_layers)")
     parser.add_argument("--quantize", default=None, help="none | int8 | auto (default: the study's router.quantize)")
+    parser.add_argument("--precision", default=None, help="fp32 | bf16 | auto (default: the study's router.precision)")
     parser.add_argument("--max-query-tokens", type=int, default=None,
                         help="a shorter query budget for the fast router (measurement only: it changes training)")
     args = parser.parse_args()
@@ -144,16 +153,25 @@ def main() -> None:
     params = load_params(STUDY)
     layers = args.layers if args.layers is not None else params.sft.router_layers
     quantize = args.quantize or params.router.quantize
+    precision = args.precision or params.router.precision
     levers = "".join([f"-L{layers}" if args.layers is not None else "",
                       f"-{quantize}" if args.quantize is not None else "",
+                      f"-{precision}" if args.precision is not None else "",
                       f"-q{args.max_query_tokens}" if args.max_query_tokens is not None else ""])
     queries = test_queries(args.queries)
     cond = conditions()
     with tempfile.TemporaryDirectory() as tmp:
         full = LMRouter(router_folder(Path(tmp), "full", None),
                         cfg=RouterConfig(batch_size=16, threads=args.threads, quantize="none"))
-        fast = LMRouter(router_folder(Path(tmp), "fast", layers, args.max_query_tokens),
-                        cfg=RouterConfig(batch_size=16, threads=args.threads, quantize=quantize))
+        fast_folder = router_folder(Path(tmp), "fast", layers, args.max_query_tokens)
+        fast = LMRouter(fast_folder, cfg=RouterConfig(batch_size=16, threads=args.threads, quantize=quantize,
+                                                      precision=precision))
+        low_precision = None
+        if fast.model.dtype != torch.float32:  # the same router at fp32: how far its logits move
+            twin = LMRouter(fast_folder, cfg=RouterConfig(batch_size=16, threads=args.threads, quantize=quantize,
+                                                          precision="fp32"))
+            low_precision = precision_agreement(fast, twin, queries)
+            del twin
         if args.max_query_tokens is None:
             assert full.prompts(queries) == fast.prompts(queries)  # the same prompts, token for token
         assert fast.prefix is not None and all(fast.prefix.fits(p) for p in fast.prompts(queries))
@@ -172,10 +190,12 @@ def main() -> None:
         "full": {"layers": full.model.config.num_hidden_layers, "quantize": "none", "head": "full vocabulary",
                  "prefix_cache": False, "max_query_tokens": full.spec.max_query_tokens, **rates["full"]},
         "fast": {"layers": fast.model.config.num_hidden_layers, "quantize": "int8" if fast.quantized else "none",
+                 "dtype": str(fast.model.dtype).removeprefix("torch."),
                  "head": "label rows", "prefix_cache": True, "prefix_tokens": len(prefix),
                  "max_query_tokens": fast.spec.max_query_tokens, "mean_prompt_tokens": round(fast_tokens, 1),
                  **rates["fast"]},
         "fast_without_prefix_cache": rates["uncached"],
+        "fast_vs_fp32_twin": low_precision,
         "prefix_cache_vs_uncached": agreement,
         "speedup_fast_vs_full": ratio(rates, "fast", "full", "routings_per_s"),
         "speedup_fast_vs_full_cpu": ratio(rates, "fast", "full", "routings_per_cpu_s"),

@@ -37,6 +37,11 @@ from jouleroute.routing.lm.router import LMRouter  # noqa: E402
 from jouleroute.routing.registry import build_router  # noqa: E402
 
 
+# inference variants: the router params each one sets
+VARIANTS = {"none": {"quantize": "none", "precision": "fp32"}, "int8": {"quantize": "int8", "precision": "fp32"},
+            "bf16": {"quantize": "none", "precision": "bf16"}}
+
+
 def outcomes(scores, matrix, lambdas):
     """[queries, λ] correct and energy of the decisions at each λ, aligned to ``matrix``."""
     rows = np.array([matrix.query_ids.index(q) for q in scores.query_ids])
@@ -74,8 +79,11 @@ def main() -> None:
     parser.add_argument("--params", default="studies/replay/params.yaml")
     parser.add_argument("--router", action="append", required=True, help="name=checkpoint folder")
     parser.add_argument("--weights", default="0,0.25,0.5,0.75")
+    parser.add_argument("--tag", default=None, help="writes router_levers-<study>-<tag>.json (keeps other records)")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--quantize", default="none,int8", help="comma list: none, int8 (int8 adds a pass per router)")
+    parser.add_argument("--quantize", default="none,int8",
+                        help="comma list of inference variants: none (fp32), int8 (dynamic quantization), bf16 "
+                             "(bfloat16 weights and activations); each adds a pass per router")
     args = parser.parse_args()
     p = load_params(ROOT / args.params)
     profile = pd.read_parquet(p.paths.resolve("profile", ROOT))
@@ -105,7 +113,7 @@ def main() -> None:
         name, folder = spec.split("=", 1)
         row: dict = {"checkpoint": folder}
         for quantize in quantizations:
-            router = LMRouter(ROOT / folder, cfg=p.router.model_copy(update={"quantize": quantize,
+            router = LMRouter(ROOT / folder, cfg=p.router.model_copy(update={**VARIANTS[quantize],
                                                                               "threads": args.threads}))
             row["layers"] = router.model.config.num_hidden_layers
             val, test = router.score(val_q), router.score(test_q)
@@ -123,26 +131,28 @@ def main() -> None:
         for quantize in quantizations:
             diff = row[quantize]["val_per_query"] - reference["none"]["val_per_query"]
             row[quantize]["val_minus_first"] = paired_mean_ci(diff)
-        if "int8" not in quantizations:
-            for quantize in quantizations:
-                del row[quantize]["val_decisions"]
-            result["routers"][name] = row
-            continue
-        row["int8_agreement_val"] = {lam: float(np.mean(np.array(row["none"]["val_decisions"][lam])
-                                                        == np.array(row["int8"]["val_decisions"][lam])))
-                                     for lam in row["none"]["val_decisions"]}
-        for quantize in ("none", "int8"):
+            if quantize != "none" and "none" in quantizations:  # the same checkpoint at fp32
+                row[quantize]["val_minus_fp32"] = paired_mean_ci(row[quantize]["val_per_query"]
+                                                                 - row["none"]["val_per_query"])
+        for quantize in quantizations:  # decision agreement of each variant with fp32, at every λ
+            if quantize != "none" and "none" in quantizations:
+                row[f"{quantize}_agreement_val"] = {
+                    lam: float(np.mean(np.array(row["none"]["val_decisions"][lam])
+                                       == np.array(row[quantize]["val_decisions"][lam])))
+                    for lam in row["none"]["val_decisions"]}
+        for quantize in quantizations:
             del row[quantize]["val_decisions"]
         result["routers"][name] = row
     for row in result["routers"].values():
         for quantize in quantizations:
             row[quantize]["val_per_query"] = None  # kept only to pair with the first router
-    out = ROOT / "benchmarks/results" / f"router_levers-{Path(args.params).parent.name}.json"
+    suffix = f"-{args.tag}" if args.tag else ""
+    out = ROOT / "benchmarks/results" / f"router_levers-{Path(args.params).parent.name}{suffix}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(out)
     print(f"kNN: val utility {result['knn']['val_utility']:.4f}, test AIQ {result['knn']['test_aiq']:.4f}")
     print("| router | layers | quantize | val utility | blend (w/energy) | val utility blended | test AIQ LM | "
-          "test AIQ blended | blended − kNN [95% CI] | int8 agreement (min over λ) | val − first [95% CI] |")
+          "test AIQ blended | blended − kNN [95% CI] | agreement with fp32 (min over λ) | val − first [95% CI] |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, row in result["routers"].items():
         for quantize in quantizations:
@@ -151,8 +161,8 @@ def main() -> None:
             print(f"| {name} | {row['layers']} | {quantize} | {r['val_utility']:.4f} | {r['blend']['weight']:g}/"
                   f"{r['blend']['energy']} | {r['blend']['val_utility_chosen']:.4f} | {r['test_aiq_lm']:.4f} | "
                   f"{r['test_aiq_blended']:.4f} | {d['difference']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] "
-                  f"{d['verdict']} | " + (f"{min(row['int8_agreement_val'].values()):.3f}"
-                                          if "int8_agreement_val" in row else "n/a") + " | "
+                  f"{d['verdict']} | " + (f"{min(row[quantize + '_agreement_val'].values()):.3f}"
+                                          if quantize + "_agreement_val" in row else "n/a") + " | "
                   f"{r['val_minus_first']['difference']:+.4f} [{r['val_minus_first']['ci_low']:+.4f}, "
                   f"{r['val_minus_first']['ci_high']:+.4f}] |")
 

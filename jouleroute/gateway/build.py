@@ -108,7 +108,7 @@ def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> Gat
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"gateway.router: no trained LM router at {path}; run `make run` (or `dvc repro "
                                     "grpo`) first, or set gateway.router.path / gateway.router.kind")
-        lm = LMRouter(path, meter=meter, cfg=p.router)
+        lm = LMRouter(path, meter=meter, cfg=p.router.model_copy(update={"precision": rc.precision}))
         if rc.knn_weight == 0 and rc.knn_energy == "first":
             return lm_gateway_router(lm, rc.lam)
         from jouleroute.routing.blend import BlendRouter

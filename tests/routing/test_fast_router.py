@@ -1,10 +1,12 @@
-"""The cheap LM router: early exit keeps the first layers exactly, int8 agrees with fp32 within a stated tolerance.
+"""The cheap LM router: early exit keeps the first layers exactly; int8 and bf16 agree with fp32 within stated tolerances.
 
 Tolerance (measured on this test's fixed sample: seed 5, 64 queries, a random tiny model
 initialised like real ones, std 0.02): int8 dynamic quantization moved the label logits by at
 most 5.8% of their spread (p95 4.3%) and changed no decision at λ = 0, 0.5 or 2; the test allows
 10% of the spread and 95% agreement. (With std 0.1, a scale no trained model has, the error
 grows to 19% and agreement at λ = 0 falls to 77%: quantization error scales with the weights.)
+bf16 (weights and activations; measured on the same sample): the label logits moved by at most 1.5%
+of their spread (p95 0.9%), no decision changed at λ = 0, 0.5 or 2; the test allows 5% and 95%.
 On the replay study's trained routers the agreement is measured on val by
 scripts/router_levers.py and stated in docs/router-training.md.
 """
@@ -56,6 +58,33 @@ def test_int8_agrees_with_fp32_within_the_stated_tolerance(router_dir):
     for lam in (0.0, 0.5, 2.0):
         agree = np.mean(np.array(fast.decide(lam).candidate_ids) == np.array(full.decide(lam).candidate_ids))
         assert agree >= 0.95, (lam, agree)
+
+
+def test_bf16_agrees_with_fp32_within_the_stated_tolerance(router_dir):
+    frame = queries(64)
+    full = LMRouter(router_dir, cfg=RouterConfig(precision="fp32")).score(frame)
+    low_router = LMRouter(router_dir, cfg=RouterConfig(precision="bf16"))
+    assert low_router.model.dtype == torch.bfloat16
+    low = low_router.score(frame)
+    spread = float(np.ptp(full.merit))
+    assert spread > 0.1
+    assert 0 < np.max(np.abs(low.merit - full.merit)) <= 0.05 * spread  # moved (really bf16), but little
+    for lam in (0.0, 0.5, 2.0):
+        agree = np.mean(np.array(low.decide(lam).candidate_ids) == np.array(full.decide(lam).candidate_ids))
+        assert agree >= 0.95, (lam, agree)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_native_precision_is_bf16_only_where_the_cpu_multiplies_it(monkeypatch, native):
+    # The CPU's bf16 units are stubbed at their boundary (torch's CPU feature probe), so both answers are checked
+    # on any machine; auto stays fp32 on every CPU, so evaluation gives the same figures everywhere.
+    from jouleroute.routing import torch_env
+
+    monkeypatch.setattr(torch_env, "native_bf16_cpu", lambda: native)
+    assert torch_env.inference_dtype("native", "cpu") == (torch.bfloat16 if native else torch.float32)
+    assert torch_env.inference_dtype("auto", "cpu") == torch.float32
+    assert torch_env.inference_dtype("native", "cuda") == torch.bfloat16
+    assert torch_env.inference_dtype("fp32", "cuda") == torch.float32
 
 
 def test_auto_quantizes_on_cpu_only_when_asked_or_auto(router_dir):

@@ -8,7 +8,9 @@ from pydantic import Field
 
 from jouleroute.strict import StrictModel
 
-Precision = Literal["auto", "fp32", "bf16"]  # auto: bf16 on CUDA, fp32 on CPU
+# auto: bf16 on CUDA, fp32 on CPU (reproducible on any CPU: what evaluation uses); native: bf16 wherever the
+# hardware multiplies it natively (CUDA, a CPU with AMX or AVX512-BF16), fp32 elsewhere (the gateway's default)
+Precision = Literal["auto", "fp32", "bf16", "native"]
 Device = Literal["auto", "cpu", "cuda"]
 
 

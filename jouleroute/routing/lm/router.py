@@ -30,7 +30,7 @@ from jouleroute.routing.base import Router, RoutingDecisions, Scores
 from jouleroute.routing.lm.config import RouterConfig
 from jouleroute.routing.lm.scoring import SharedPrefix, common_prefix, label_logits, length_batches
 from jouleroute.routing.lm.spec import RouterSpec, label_token_ids, prompt_ids
-from jouleroute.routing.torch_env import load_tokenizer, resolve_device, set_threads, use_bf16
+from jouleroute.routing.torch_env import inference_dtype, load_tokenizer, resolve_device, set_threads
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class LMRouter(Router):
         self.meter = meter
         set_threads(self.cfg.threads)  # process-wide, like the trainers' `threads`
         device = resolve_device(self.cfg.device)
-        dtype = torch.bfloat16 if use_bf16(self.cfg.precision, device) else torch.float32
+        dtype = inference_dtype(self.cfg.precision, device)
         self.tokenizer = load_tokenizer(self.model_dir, padding_side="left")
         model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=dtype).to(device).eval()
         self.quantized = self.cfg.quantize == "int8" or (self.cfg.quantize == "auto" and device == "cpu")
