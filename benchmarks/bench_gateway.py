@@ -47,6 +47,10 @@ LM_ROUTER = ROOT / "artifacts" / "grpo" / "model"
 QUERIES = ROOT / "artifacts" / "prepare" / "queries.parquet"
 MAX_TOKENS = 8
 
+from jouleroute.gateway.config import GatewayRouterConfig  # noqa: E402
+
+SERVING_PRECISION = GatewayRouterConfig.model_fields["precision"].default  # what `jouleroute serve` uses
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -68,7 +72,7 @@ def run_upstream(model_dir: str, name: str, port: int) -> None:
 
 
 def run_gateway(router_kind: str, router_dir: str, threads: int | None, targets: dict[str, list[str]], port: int,
-                log_file: str) -> None:
+                log_file: str, precision: str) -> None:
     """``targets``: candidate -> [upstream /v1 root, served model name]."""
     import logging
 
@@ -83,7 +87,7 @@ def run_gateway(router_kind: str, router_dir: str, threads: int | None, targets:
 
     # the access log is part of the gateway's cost: keep it on, in a file
     logging.basicConfig(filename=log_file, level=logging.INFO)
-    router = build_router(router_kind, Path(router_dir), threads)
+    router = build_router(router_kind, Path(router_dir), threads, precision)
     expected = ExpectedEnergy({}, 0.1)
     upstreams = {c: RemoteUpstream(c, targets[c][0], targets[c][1], expected, concurrency=256)
                  for c in router.candidates}
@@ -95,7 +99,7 @@ def run_gateway(router_kind: str, router_dir: str, threads: int | None, targets:
                 timeout_keep_alive=30, timeout_graceful_shutdown=5)
 
 
-def build_router(kind: str, router_dir: Path, threads: int | None = None):
+def build_router(kind: str, router_dir: Path, threads: int | None = None, precision: str = SERVING_PRECISION):
     from jouleroute.energy.estimate import EstimateMeter
     from jouleroute.gateway.routers import ScoringGatewayRouter, lm_gateway_router
 
@@ -104,7 +108,7 @@ def build_router(kind: str, router_dir: Path, threads: int | None = None):
         from jouleroute.config import load_params
         from jouleroute.routing.lm.router import LMRouter
 
-        cfg = load_params(ROOT / "params.yaml").router
+        cfg = load_params(ROOT / "params.yaml").router.model_copy(update={"precision": precision})  # as served
         if threads is not None:
             cfg = cfg.model_copy(update={"threads": threads})
         return lm_gateway_router(LMRouter(router_dir, meter=meter, cfg=cfg))
@@ -240,10 +244,10 @@ def completion(model: str, prompt: str, task: str) -> dict:
 
 def bench_router(kind: str, router_dir: Path, targets: dict[str, list[str]], n: int, concurrency: int,
                  workdir: Path, upstream_pids: list[int], queries: Path, rate: float | None = None,
-                 threads: int | None = None) -> dict:
+                 threads: int | None = None, precision: str = SERVING_PRECISION) -> dict:
     port = free_port()
     gateway = start(["--role", "gateway", "--router", kind, "--router-dir", str(router_dir),
-                     *(["--threads", str(threads)] if threads else []),
+                     *(["--threads", str(threads)] if threads else []), "--precision", precision,
                      "--targets", json.dumps(targets), "--port", str(port),
                      "--log", str(workdir / f"access-{kind}.log")], workdir / f"gateway-{kind}.out")
     try:
@@ -278,6 +282,7 @@ def bench_router(kind: str, router_dir: Path, targets: dict[str, list[str]], n: 
     pct = lambda values, q: round(float(np.percentile(values, q)), 4) if values else None  # noqa: E731
     result = {
         "router": router, "router_dir": str(router_dir.relative_to(ROOT)) if kind == "lm" else None,
+        "lm_precision": precision if kind == "lm" else None,
         "queries_file": str(queries.relative_to(ROOT)) if queries.is_file() else "synthetic",
         "offered_rate_rps": rate, "gateway": g, "direct": d,
         "routing_overhead_p50_s": pct(routing, 50), "routing_overhead_p95_s": pct(routing, 95),
@@ -314,6 +319,9 @@ def main() -> None:
     parser.add_argument("--lm-router", type=Path, default=LM_ROUTER, help="a trained LM router folder")
     parser.add_argument("--lm-threads", type=int, default=None,
                         help="the LM router's torch threads (default: params.yaml router.threads)")
+    parser.add_argument("--lm-precision", default=SERVING_PRECISION, choices=["auto", "fp32", "bf16", "native"],
+                        help="the LM router's arithmetic (default: the gateway's, gateway.router.precision)")
+    parser.add_argument("--precision", default=SERVING_PRECISION, help=argparse.SUPPRESS)
     parser.add_argument("--queries", type=Path, default=QUERIES, help="a query table whose questions are the prompts")
     parser.add_argument("--routers", nargs="+", default=["knn", "lm"], choices=["lm", "knn"])
     parser.add_argument("--role", choices=["upstream", "gateway"], help=argparse.SUPPRESS)
@@ -329,7 +337,8 @@ def main() -> None:
     if args.role == "upstream":
         return run_upstream(args.dir, args.name, args.port)
     if args.role == "gateway":
-        return run_gateway(args.router, args.router_dir, args.threads, json.loads(args.targets), args.port, args.log)
+        return run_gateway(args.router, args.router_dir, args.threads, json.loads(args.targets), args.port, args.log,
+                           args.precision)
 
     from _common import conditions, write_result
 
@@ -363,7 +372,8 @@ def main() -> None:
                 print(f"[{kind}] {n} requests, " + (f"{rate:g}/s" if rate else f"{min(n, args.concurrency)} in flight")
                       + " ...", flush=True)
                 results[kind] = bench_router(kind, lm_router, targets, n, min(n, args.concurrency), work,
-                                             [p.pid for p in procs], queries, rate, args.lm_threads)
+                                             [p.pid for p in procs], queries, rate, args.lm_threads,
+                                             args.lm_precision)
                 print(json.dumps(results[kind], indent=1), flush=True)
         finally:
             for proc in procs:
