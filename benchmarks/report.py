@@ -57,19 +57,25 @@ def router_scoring(file_name: str) -> None:
     full, fast, plain, same = data["full"], data["fast"], data["fast_without_prefix_cache"], data["prefix_cache_vs_uncached"]
     print(f"### LM router: full vs fast scoring (`results/{file_name}`, {data['queries']} test queries)\n")
     print(conditions_line(data["conditions"]) + "\n")
-    print("| router | layers | head | prefix cache | query budget | mean prompt tokens | routings/s | routings/CPU-s |")
-    print("|---|---|---|---|---|---|---|---|")
-    print(f"| full (main at 3261796) | {full['layers']} | {full['head']} | no | {full['max_query_tokens']} | "
+    dtype = fast.get("dtype", "float32")
+    print("| router | layers | dtype | head | prefix cache | query budget | mean prompt tokens | routings/s | routings/CPU-s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| full (main at 3261796) | {full['layers']} | float32 | {full['head']} | no | {full['max_query_tokens']} | "
           f"{data['mean_prompt_tokens']} | {full['routings_per_s']:.2f} | {full['routings_per_cpu_s']:.2f} |")
-    print(f"| fast, no prefix cache | {fast['layers']} | {fast['head']} | no | {fast['max_query_tokens']} | "
+    print(f"| fast, no prefix cache | {fast['layers']} | {dtype} | {fast['head']} | no | {fast['max_query_tokens']} | "
           f"{fast['mean_prompt_tokens']} | {plain['routings_per_s']:.2f} | {plain['routings_per_cpu_s']:.2f} |")
-    print(f"| fast | {fast['layers']} | {fast['head']} | {fast['prefix_tokens']} tokens | {fast['max_query_tokens']} | "
-          f"{fast['mean_prompt_tokens']} | {fast['routings_per_s']:.2f} | {fast['routings_per_cpu_s']:.2f} |")
+    print(f"| fast | {fast['layers']} | {dtype} | {fast['head']} | {fast['prefix_tokens']} tokens | "
+          f"{fast['max_query_tokens']} | {fast['mean_prompt_tokens']} | {fast['routings_per_s']:.2f} | "
+          f"{fast['routings_per_cpu_s']:.2f} |")
     print(f"\nFast vs full: **{data['speedup_fast_vs_full']:.2f}x** by the wall clock "
           f"({data['speedup_fast_vs_full_cpu']:.2f}x by CPU time; target {data['targets']['speedup_fast_vs_full']}); "
           f"the prefix cache alone {data['speedup_prefix_cache']:.2f}x ({data['speedup_prefix_cache_cpu']:.2f}x). "
           f"Cached vs uncached label logits: max difference {same['max_abs_logit_diff']:.2g} "
-          f"({same['max_diff_over_spread']:.2g} of their spread), top label differs on {same['top_label_differs']}.\n")
+          f"({same['max_diff_over_spread']:.2g} of their spread), top label differs on {same['top_label_differs']}."
+          + (f" The fast router against the same checkpoint at fp32: scores differ by at most "
+             f"{twin['max_diff_over_spread']:.2g} of their spread, top candidate differs on {twin['top_candidate_differs']} "
+             f"of {twin['queries']} queries (on trained routers: docs/router-training.md)."
+             if (twin := data.get("fast_vs_fp32_twin")) else "") + "\n")
 
 
 def gateway_load() -> None:

@@ -169,6 +169,26 @@ def router_levers() -> str:
     return "\n".join(lines)
 
 
+def router_precision() -> str:
+    """bf16 against fp32 for the same checkpoints on the replay study (scripts/router_levers.py --tag precision)."""
+    import json
+
+    record = json.loads(_need(ROOT / "benchmarks/results/router_levers-replay-precision.json",
+                              "run scripts/router_levers.py --quantize none,bf16 --tag precision").read_text())
+    lines = ["| router | decoder layers | val utility fp32 | val utility bf16 | bf16 − fp32 [95% CI] | same decision "
+             "(val, worst λ) | test energy-AIQ fp32 | test energy-AIQ bf16 |", "|---|---:|---:|---:|---|---:|---:|---:|"]
+    for name, row in record["routers"].items():
+        fp32, bf16 = row["none"], row["bf16"]
+        d = bf16["val_minus_fp32"]
+        lines.append(f"| {name} | {row['layers']} | {fp32['val_utility']:.4f} | {bf16['val_utility']:.4f} | "
+                     f"{d['difference']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] {d['verdict']} | "
+                     f"{min(row['bf16_agreement_val'].values()):.3f} | {fp32['test_aiq_lm']:.4f} | "
+                     f"{bf16['test_aiq_lm']:.4f} |")
+    lines += ["", "Val utility: mean over the val queries and the λ grid; CI: paired bootstrap over val queries (1000 "
+                  "resamples, seed 0); a CI that contains 0 is a tie. Test figures are reported, never used to choose."]
+    return "\n".join(lines)
+
+
 BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "stages": ("README.md", stages),
     "study-size": ("README.md", study_size),
@@ -178,6 +198,7 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "energy-params": ("docs/energy.md", energy_params),
     "layers": ("docs/architecture.md", layers),
     "router-levers": ("docs/router-training.md", router_levers),
+    "router-precision": ("docs/router-training.md", router_precision),
 }
 
 
