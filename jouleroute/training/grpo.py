@@ -210,10 +210,14 @@ def _partial_feedback_rows(cfg: GrpoConfig, rows: list[dict], sft_dir: Path, sou
 
 
 def _check_replay_generations(cfg: GrpoConfig, pool: int) -> None:
-    if cfg.num_generations is None or cfg.num_generations >= pool:
-        raise ValueError(f"grpo.num_generations must be below the pool size ({pool}) with reward_source: "
-                         f"{cfg.reward_source} "
-                         f"(GRPO tries k < {pool} candidates per query), got {cfg.num_generations}")
+    """k >= the pool size is allowed (the embedded pool has 2 candidates and GRPO needs a group of 2): the
+    k completions of a prompt are sampled with replacement, so the distinct pairs a query reveals are <= k,
+    often fewer, and partial feedback still reads only those."""
+    generations = cfg.num_generations or pool
+    if generations >= pool:
+        log.info("grpo.num_generations = %d >= the pool size %d with reward_source: %s: the %d completions of a "
+                 "prompt are sampled with replacement, so each query reveals at most %d distinct pairs (often fewer)",
+                 generations, pool, cfg.reward_source, generations, min(generations, pool))
 
 
 def _energy_column(data_dir: Path) -> str:

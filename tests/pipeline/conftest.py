@@ -80,5 +80,9 @@ def make_repo(root: Path, params: dict, items=("dvc.yaml", "jouleroute", "data/b
 def tiny_repo(tmp_path_factory, tiny_model) -> Path:
     """A git + DVC repository with the project's dvc.yaml, code and data, and tiny params."""
     # README.md and data/model_cards.yaml: the `report` stage writes the README's generated block.
-    return make_repo(tmp_path_factory.mktemp("repo"), tiny_params(tiny_model),
+    params = tiny_params(tiny_model)
+    # 5 queries on two tasks (3 train each, 1 elsewhere): at fraction 0.5 the budget curve's GRPO point has
+    # unprofiled train queries to learn from (with 3 queries a task has 1 train query, always profiled)
+    params["prepare"]["samples"].update(mmlu=5, arc_easy=5)
+    return make_repo(tmp_path_factory.mktemp("repo"), params,
                      ("dvc.yaml", "jouleroute", "data/benchmarks", "data/model_cards.yaml", "README.md"))

@@ -55,7 +55,7 @@ def stale(root) -> set[str]:
 
 def test_first_repro_runs_every_stage_and_writes_results(tiny_repo, reproduced):
     # (another test module may already have reproduced up to `validate` on this shared repository)
-    assert {"router_data", "sft", "grpo", "evaluate", "report"} <= reproduced
+    assert {"router_data", "sft", "grpo", "budget", "evaluate", "report"} <= reproduced
     assert run([str(BIN / "dvc"), "status"], tiny_repo).stdout.strip().endswith("Data and pipelines are up to date.")
     queries = pd.read_parquet(tiny_repo / "artifacts/prepare/queries.parquet")
     profile = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
@@ -74,6 +74,26 @@ def test_first_repro_runs_every_stage_and_writes_results(tiny_repo, reproduced):
     assert all(png.stat().st_size > 5_000 for png in plots)
 
 
+def test_the_budget_curve_bills_the_pairs_and_reaches_the_report(tiny_repo, reproduced):
+    """Stage `budget` (issue 19): every point's joules are the energies of its pairs; docs/embedded-default.md
+    shows its table and plot."""
+    curve = json.loads((tiny_repo / "artifacts/budget/budget.json").read_text())
+    profile = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
+    train = profile[profile["split"] == "train"]
+    points = {p["name"]: p for p in curve["points"]}
+    assert points["sft@1"]["profiling_j"] == pytest.approx(train["energy_j"].sum())
+    assert points["sft@1"]["val_minus_full_sft"] == 0.0 and points["sft@1"]["test_utility"] is not None
+    grpo = next(p for p in curve["points"] if p["recipe"] == "sft+grpo")
+    revealed = json.loads((tiny_repo / f"artifacts/budget/routers/grpo-{grpo['fraction']:g}-k{grpo['k']}"
+                                        "/revealed_pairs.json").read_text())
+    energy = train.set_index(["query_id", "candidate_id"])["energy_j"]
+    base = points[f"sft@{grpo['fraction']:g}"]["profiling_j"]
+    assert grpo["profiling_j"] == pytest.approx(base + sum(energy[(q, c)] for q, c, _n in revealed))
+    doc = (tiny_repo / "docs/embedded-default.md").read_text()
+    assert "## Budget curve" in doc and "![Budget curve](embedded-default-budget.png)" in doc
+    assert (tiny_repo / "docs/embedded-default-budget.png").stat().st_size > 5_000
+
+
 def test_study_report_is_generated_from_the_run(tiny_repo, reproduced):
     """The report writer behind docs/replay-study.md, on this run's real evaluate + grpo outputs."""
     run([str(BIN / "jouleroute"), "study_report"], tiny_repo)
@@ -85,6 +105,7 @@ def test_study_report_is_generated_from_the_run(tiny_repo, reproduced):
     assert "Every energy figure here is `estimated`" in text  # the profile's own label, not a typed one
     heldout = json.loads((tiny_repo / "artifacts/grpo/metrics.json").read_text())["heldout"]
     assert "## Held-out check" in text and f"routes {heldout['overall']['n']} (val query, λ) rows" in text
+    assert "## Budget curve" in text and (tiny_repo / "docs/replay-study-budget.png").is_file()
 
 
 def _client(root):
@@ -232,7 +253,8 @@ def test_changing_lambda_makes_only_grpo_stale(tiny_repo, reproduced):
     original = (tiny_repo / "params.yaml").read_text()
     try:
         edit_params(tiny_repo, lambda p: p["grpo"].update(lambdas=[0.0, 0.5, 2.0]))
-        assert stale(tiny_repo) == {"grpo"}  # evaluate then follows through grpo's output; nothing upstream
+        # evaluate then follows through grpo's output; nothing upstream. `budget` trains GRPO points itself
+        assert stale(tiny_repo) == {"grpo", "budget"}
     finally:
         (tiny_repo / "params.yaml").write_text(original)
     assert stale(tiny_repo) == set()
@@ -262,7 +284,8 @@ def test_changing_one_candidate_reruns_only_that_candidate(scratch):
     assert stale(tiny_repo) == {"tournament", "report"}  # `report` lists `pool` among its params
     done = run([str(BIN / "dvc"), "repro", "tournament"], tiny_repo)
     assert ran(done.stdout) == {"tournament"}  # prepare and models are untouched
-    assert stale(tiny_repo) == {"validate", "router_data", "evaluate", "report"}  # everything that reads the profile
+    # everything that reads the profile
+    assert stale(tiny_repo) == {"validate", "router_data", "budget", "evaluate", "report"}
     after = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
     changed = set(after.loc[~after["run_id"].isin(set(before["run_id"])), "candidate_id"])
     assert changed == {"tiny-direct"}  # the other candidates' shards were reused
