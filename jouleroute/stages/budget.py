@@ -12,6 +12,7 @@ import json
 import logging
 import shutil
 from functools import partial
+from pathlib import Path
 
 import pandas as pd
 
@@ -23,6 +24,7 @@ logger = logging.getLogger(__name__)
 def budget_stage(ctx: StageContext) -> dict:
     from jouleroute.stages.sft import base_model_dir
     from jouleroute.training.budget import BudgetInputs, outcome_rows, run_budget
+    from jouleroute.training.router_data import UNPROFILED
 
     data_dir, out_dir = ctx.path("router_data_dir"), ctx.path("budget_dir")
     spec = json.loads((data_dir / "router_spec.json").read_text())
@@ -37,19 +39,50 @@ def budget_stage(ctx: StageContext) -> dict:
     inputs = BudgetInputs(data_dir=data_dir, base_model_dir=base_model_dir(ctx), sft_dir=ctx.path("sft_dir"),
                           test=test, out_dir=out_dir, cache_dir=ctx.path("trunk_cache"),
                           prior_strength=ctx.params.router_data.prior_strength)
-    live = None
+    live, completed = None, None
     if ctx.params.grpo.reward_source == "live":  # rollouts run on the tournament's backend, into its shard store
         from jouleroute.stages.tournament import tournament_inputs
         from jouleroute.tournament.live import LiveOutcomes
 
         live = partial(LiveOutcomes, tournament_inputs(ctx))
+        if (data_dir / UNPROFILED).is_file():  # the tournament ran SFT's share only: (a) at 1 needs the rest
+            inputs.data_dir, completed = complete_train_tournament(ctx, live, column, out_dir / "router_data")
     with ctx.stage_run("budget", sections=("budget", "sft", "grpo", "router"),
                        energy_source=spec.get("energy_source")) as run:
         result = run_budget(ctx.params.budget, ctx.params.sft, ctx.params.grpo, ctx.params.router, inputs,
-                            live=live)
+                            live=live, completed=completed)
         if run is not None:
             _log(ctx, run, result)
     return result
+
+
+def complete_train_tournament(ctx: StageContext, live, column: str, out: Path) -> tuple[Path, dict]:
+    """Every pair of the train queries the tournament left to GRPO (router_data's unprofiled.jsonl), read from
+    the shard store or run now and stored there (never twice: GRPO's rollouts are reused), then router_data
+    again on the completed profile into ``out``: the data of the curve's (a) points. Their joules are the
+    curve's, billed in budget.json, not the deployed router's."""
+    from jouleroute.training.router_data import UNPROFILED, run_router_data
+    from jouleroute.training.sft import read_jsonl
+
+    data_dir = ctx.path("router_data_dir")
+    ids = [str(r["query_id"]) for r in read_jsonl(data_dir / UNPROFILED)]
+    pairs = [(q, c) for q in ids for c in ctx.params.candidate_ids]
+    outcomes = live(energy_column=column, query_ids=ids, run_id=None)
+    try:
+        outcomes.reveal_all(pairs)
+        rows = outcomes.stored_rows(pairs)
+        executed = set(outcomes.executed)
+    finally:
+        outcomes.close()
+    profile = pd.read_parquet(ctx.path("profile"))
+    full = pd.concat([profile, rows[list(profile.columns)]], ignore_index=True)
+    run_router_data(full, pd.read_parquet(ctx.path("queries")), ctx.params.router_data, out, ctx.params.energy_policy)
+    spent = rows[[(q, c) in executed for q, c in zip(rows["query_id"], rows["candidate_id"])]]
+    logger.info("budget: the train tournament completed with %d pairs of %d queries (%d run now, the rest stored by "
+                "GRPO or an earlier run)", len(pairs), len(ids), len(executed))
+    return out, {"queries": len(ids), "pairs": len(pairs), "executed_pairs": len(executed),
+                 "executed_j": float(spent[column].sum()),
+                 "by_source": {str(s): float(j) for s, j in spent.groupby("energy_source")[column].sum().items()}}
 
 
 def _log(ctx: StageContext, run, result: dict) -> None:

@@ -50,7 +50,7 @@ def report_stage(ctx: StageContext) -> Path:
         "",
         *_pool_table(profile, ctx),
         "",
-        f"## Per-task accuracy ({len(queries)} queries, all splits)",
+        f"## Per-task accuracy ({profile['query_id'].nunique()} profiled queries, all splits)",
         "",
         "Bold: the task's best candidate. Chance: uniform guessing (1/k on a k-way choice, 0 on free-form "
         "answers). Published: figures for the same model and task, with their setting; ours are zero-shot "

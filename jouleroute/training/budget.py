@@ -119,12 +119,14 @@ def slice_features(inputs: BudgetInputs, sft_cfg: SftConfig, rows: list[dict], s
 
 
 def run_budget(cfg: BudgetConfig, sft_cfg: SftConfig, grpo_cfg: GrpoConfig, router_cfg, inputs: BudgetInputs,
-               *, live: Callable[..., "Outcomes"] | None = None, on_point: Callable[[dict], None] | None = None
-               ) -> dict[str, Any]:
+               *, live: Callable[..., "Outcomes"] | None = None, on_point: Callable[[dict], None] | None = None,
+               completed: dict[str, Any] | None = None) -> dict[str, Any]:
     """The curve's points (see the module docstring); writes ``budget.json`` and ``budget.png`` after each
     point, so an interrupted run shows what it finished. ``live``: the outcome source for
     ``grpo.reward_source: live`` (the stage passes ``tournament.live.LiveOutcomes``); any other source is
-    replayed from the profile (``profile`` included: partial feedback on the same table)."""
+    replayed from the profile (``profile`` included: partial feedback on the same table). ``completed``: what
+    completing the train tournament for the curve ran (live, when the tournament profiled SFT's share only);
+    recorded as the curve's own cost."""
     from jouleroute.routing.lm.spec import RouterSpec
     from jouleroute.training.grpo import run_grpo
     from jouleroute.training.partial_feedback import pairs_joules, profiled_ids
@@ -146,6 +148,8 @@ def run_budget(cfg: BudgetConfig, sft_cfg: SftConfig, grpo_cfg: GrpoConfig, rout
         cfg.num_generations, "grpo_steps": steps, "train_queries": len(rows),
         "queries": {name: int(frame["query_id"].nunique()) if len(frame) else 0 for name, frame in splits.items()},
         "full_train_tournament": {"pairs": full_pairs, "joules": full_j}, "note": NOTE, "points": []}
+    if completed is not None:
+        result["completed_for_curve"] = completed
 
     subsets = {f: set(profiled_ids(rows, f, sft_cfg.seed)) for f in cfg.points}
     chosen = [[r for r in rows if r["query_id"] in subsets[f]] for f in cfg.points if f < 1]
@@ -272,7 +276,7 @@ def budget_lines(result: dict, png: str) -> list[str]:
     lines = ["", "## Budget curve", "",
              f"Router utility against the joules spent profiling its training data (`{result['energy_source']}` "
              f"joules; a full tournament of the {result['train_queries']} train queries is {full['pairs']} pairs, "
-             f"{full['joules'] / 1000:.2f} kJ). (a) `sft`: SFT on a full tournament of a fraction f of each task's "
+             f"{full['joules'] / 1000:.3g} kJ). (a) `sft`: SFT on a full tournament of a fraction f of each task's "
              f"train queries; (b) `sft+grpo`: that SFT, then GRPO with partial feedback ({result['reward_source']}, "
              f"k = {result['num_generations']} candidates per query, {result['grpo_steps']} steps) on the other "
              "train queries, its bill adding every distinct pair it revealed. Δ: the point minus SFT on every "
@@ -283,9 +287,15 @@ def budget_lines(result: dict, png: str) -> list[str]:
              "|---|---:|---:|---:|---:|---:|---|---:|---|"]
     for p in sorted(result["points"], key=lambda p: (p["profiling_j"], p["recipe"])):
         share = p.get("share_of_full_train_tournament")
-        lines.append(f"| {p['recipe']} | {p['fraction']:g} | {p['profiling_pairs']} | {p['profiling_j'] / 1000:.2f} | "
+        lines.append(f"| {p['recipe']} | {p['fraction']:g} | {p['profiling_pairs']} | {p['profiling_j'] / 1000:.3g} | "
                      f"{'' if share is None else f'{share:.0%}'} | {fmt(p.get('val_utility'))} | {ci(p, 'val')} | "
                      f"{fmt(p.get('test_utility'))} | {ci(p, 'test')} |")
+    done = result.get("completed_for_curve")
+    if done:
+        lines += ["", f"The tournament profiled only SFT's share of the train queries (`grpo.reward_source: live`); "
+                      f"for (a) at f = 1 this stage completed it: {done['pairs']} pairs of {done['queries']} queries, "
+                      f"{done['executed_pairs']} run now ({done['executed_j'] / 1000:.3g} kJ, billed to the curve, "
+                      "not to the deployed router), the rest read from the shard store where GRPO's rollouts left them."]
     sources = sorted({s for p in result["points"] for s in p.get("by_source", {})})
     lines += ["", f"Energy sources of the profiling joules: {', '.join(f'`{s}`' for s in sources) or 'none'}.",
               "", f"![Budget curve]({png})"]

@@ -42,6 +42,7 @@ from jouleroute.training.partial_feedback import (
 )
 from jouleroute.training.policy import attach_policy, detach_policy, release_fused_head
 from jouleroute.training.rewards import build_rewards
+from jouleroute.training.router_data import UNPROFILED
 from jouleroute.training.router_model import load_setup, marked_prompt, policy_cache
 from jouleroute.training.sft import read_jsonl
 
@@ -193,6 +194,14 @@ def _partial_feedback_rows(cfg: GrpoConfig, rows: list[dict], sft_dir: Path, sou
     profiled = set(read_profiled(sft_dir))
     known = [r for r in rows if str(r["query_id"]) in profiled]
     rest = [r for r in rows if str(r["query_id"]) not in profiled]
+    unprofiled = source.parent / UNPROFILED  # train queries the tournament never ran (live): no outcome recorded
+    if unprofiled.is_file():
+        extra = read_jsonl(unprofiled)
+        if cfg.reward_source != "live":
+            raise ValueError(f"{unprofiled}: {len(extra)} train queries have no tournament outcome, which "
+                             f"grpo.reward_source: {cfg.reward_source} would read; use live (it runs them), or "
+                             "rerun the tournament with another reward source")
+        rest += extra
     if not rest:
         raise ValueError(f"grpo.reward_source: {cfg.reward_source} needs sft.full_profile_fraction < 1: SFT "
                          f"profiled every train query of {source}, none is left for partial feedback")
