@@ -19,7 +19,7 @@ from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.strict import StrictModel
 from jouleroute.tournament.config import TournamentConfig
 from jouleroute.routing.lm.config import RouterConfig
-from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
+from jouleroute.training.config import BudgetConfig, GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.validation.config import ValidateConfig
 
 
@@ -44,6 +44,7 @@ class Params(StrictModel):
     router_data: RouterDataConfig = Field(default_factory=RouterDataConfig)
     sft: SftConfig = Field(default_factory=SftConfig)
     grpo: GrpoConfig = Field(default_factory=GrpoConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)  # the budget curve (stage `budget`)
     router: RouterConfig = Field(default_factory=RouterConfig)
     baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)

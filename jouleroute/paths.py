@@ -21,6 +21,7 @@ class PathsConfig(StrictModel):
     router_data_dir: str = "artifacts/router_data"
     sft_dir: str = "artifacts/sft"
     grpo_dir: str = "artifacts/grpo"
+    budget_dir: str = "artifacts/budget"  # the budget curve: budget.json, budget.png, its routers
     evaluate_dir: str = "artifacts/evaluate"
     embedding_cache: str = "artifacts/cache/embeddings"
     trunk_cache: str = "artifacts/cache/trunk"  # router trunk features (training only; safe to delete)

@@ -15,6 +15,7 @@ import pandas as pd
 from jouleroute.evaluation.report import comparison_lines, selection_lines
 from jouleroute.evaluation.task_table import load_model_cards, per_task_table, task_winners
 from jouleroute.stages.context import StageContext
+from jouleroute.training.budget import budget_section
 
 # Inputs of dvc.yaml the stage can do without (the CLI checks the others first): the held-out check's
 # figures are left out when grpo's metrics are missing.
@@ -49,7 +50,7 @@ def report_stage(ctx: StageContext) -> Path:
         "",
         *_pool_table(profile, ctx),
         "",
-        f"## Per-task accuracy ({len(queries)} queries, all splits)",
+        f"## Per-task accuracy ({profile['query_id'].nunique()} profiled queries, all splits)",
         "",
         "Bold: the task's best candidate. Chance: uniform guessing (1/k on a k-way choice, 0 on free-form "
         "answers). Published: figures for the same model and task, with their setting; ours are zero-shot "
@@ -64,6 +65,7 @@ def report_stage(ctx: StageContext) -> Path:
         *_router_table(report),
         *comparison_lines(report.get("aiq_difference")),  # LM − each baseline, paired-bootstrap CI
         *selection_lines(report.get("selection")),  # the champion `jouleroute serve` serves
+        *budget_section(ctx.path("budget_dir"), ctx.root / DOC),  # the budget stage's curve: table and plot
     ]
     out = ctx.root / DOC
     out.parent.mkdir(parents=True, exist_ok=True)

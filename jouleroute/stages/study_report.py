@@ -11,6 +11,7 @@ from pathlib import Path
 
 from jouleroute.evaluation.report import comparison_lines, selection_lines
 from jouleroute.stages.context import StageContext
+from jouleroute.training.budget import budget_section
 
 TARGET_ACC_POINTS = 0.01  # within 1 accuracy point of the best single open model
 TARGET_ENERGY_SHARE = 0.60  # at no more than 60% of that model's energy
@@ -67,6 +68,7 @@ def study_report_stage(ctx: StageContext) -> Path:
     lines += _lm_mix(report, view, out.with_name(f"{out.stem}-lm-mix.png"), ctx.root)
     lines += _heldout(ctx.path("grpo_dir") / "metrics.json")
     lines += _sft_vs_grpo(ctx.path("grpo_dir") / "metrics.json")
+    lines += budget_section(ctx.path("budget_dir"), out)  # the budget stage's curve: table and plot
     lines += _costs(ctx)
     if meta:
         lines += ["", f"Replay import: {meta.get('rows', '?')} rows, {meta.get('queries', '?')} queries, "

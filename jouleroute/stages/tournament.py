@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -35,14 +36,36 @@ def tournament_inputs(ctx: StageContext) -> TournamentInputs:
     )
 
 
+def profiled_queries(ctx: StageContext, queries: pd.DataFrame) -> pd.DataFrame:
+    """The queries the tournament runs: all of them, except with ``grpo.reward_source: live``, where it runs
+    only the train queries SFT fits (``sft.full_profile_fraction`` of each task's, seeded by ``sft.seed``, as
+    SFT draws them) and every val and test query; GRPO's live rollouts answer the other train queries."""
+    sft = ctx.params.sft
+    if ctx.params.grpo.reward_source != "live" or sft.full_profile_fraction >= 1:
+        return queries
+    from jouleroute.training.partial_feedback import profiled_ids
+
+    train = queries[queries["split"] == "train"]
+    keep = set(profiled_ids(train.to_dict("records"), sft.full_profile_fraction, sft.seed))
+    chosen = queries[(queries["split"] != "train") | queries["query_id"].isin(keep)].reset_index(drop=True)
+    logger.info("grpo.reward_source live: the tournament profiles %d of %d train queries (sft.full_profile_fraction "
+                "%g) and every val and test query; GRPO's rollouts answer the rest", len(keep),
+                train["query_id"].nunique(), sft.full_profile_fraction)
+    return chosen
+
+
 def tournament_stage(ctx: StageContext, run_jobs: JobRunner | None = None,
                      batches_per_job: int | None = None) -> pd.DataFrame:
     """``run_jobs``: where the shard jobs run (default here, serially; flows/tournament.py: Dask)."""
     inputs = tournament_inputs(ctx)
+    everything = inputs.queries
+    inputs = replace(inputs, queries=profiled_queries(ctx, everything))
     profile = run_tournament(inputs, run_id=uuid.uuid4().hex[:12], progress=ctx.progress, run_jobs=run_jobs,
                              batches_per_job=batches_per_job)
     summary = summarize_profile(profile)
     meta = _run_metadata(ctx, profile)
+    if len(inputs.queries) < len(everything):  # live GRPO: the queries profiled (validate expects exactly these)
+        meta["profiled_query_ids"] = sorted(map(str, inputs.queries["query_id"]))
     write_json(ctx.path("profile_meta"), meta)
     write_json(ctx.path("tournament_summary"), summary)
     _log_to_mlflow(ctx, summary, meta)

@@ -25,7 +25,7 @@ def validate_stage(ctx: StageContext) -> ValidationResult:
     try:
         result = run_validate(
             ctx.path("profile"), ctx.path("validation_dir"), ctx.params.validate_,
-            queries_path=ctx.path("queries"),
+            queries_path=ctx.path("queries"), expected_query_ids=_profiled_query_ids(ctx),
             # the live pool is known from params; a replayed/imported pool is whatever the import produced
             candidate_ids=ctx.params.candidate_ids if tournament else None,
             power_limit_w=_power_limit_w(ctx) if tournament else None,
@@ -57,6 +57,13 @@ def _log_to_mlflow(ctx: StageContext, result: ValidationResult) -> None:
         for path in (result.report_path, result.html_path):
             if path.exists():
                 run.log_artifact(path)
+
+
+def _profiled_query_ids(ctx: StageContext) -> list[str] | None:
+    """The queries the tournament says it profiled when it ran only some (grpo.reward_source live: SFT's share of
+    the train queries, every val and test query); None: every query of the table."""
+    meta_path = ctx.path("profile_meta")
+    return json.loads(meta_path.read_text()).get("profiled_query_ids") if meta_path.exists() else None
 
 
 def _power_limit_w(ctx: StageContext) -> float | None:

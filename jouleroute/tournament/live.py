@@ -131,6 +131,13 @@ class LiveOutcomes:
             by_source[source] += outcome.energy_j
         return dict(by_source)
 
+    def stored_rows(self, pairs: Sequence[tuple[str, str]]) -> pd.DataFrame:
+        """The shard store's rows of ``pairs`` (the profile's schema): what a tournament of them writes."""
+        rows = self.store.read_all(list(self.keys.values()))
+        wanted = {(str(q), str(c)) for q, c in pairs}
+        keep = [(str(q), str(c)) in wanted for q, c in zip(rows["query_id"], rows["candidate_id"])]
+        return rows[keep].reset_index(drop=True)
+
     def close(self) -> None:
         """Free the candidates' models (the GRPO run is over)."""
         PROCESS_MODELS.release()

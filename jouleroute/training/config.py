@@ -144,3 +144,43 @@ class GrpoConfig(_TrainParams):
         if not value:
             raise ValueError("grpo.rewards needs at least one reward")
         return value
+
+
+class BudgetConfig(StrictModel):
+    """The budget curve (stage ``budget``, issue 19): router utility against the joules spent profiling its data.
+
+    (a) SFT on a full tournament of ``fractions`` of each task's train queries; (b) for ``grpo_fractions``,
+    SFT on that share then GRPO with partial feedback (k = ``num_generations`` candidates per query) on the
+    rest. Fraction 1 is the reference every point's paired-bootstrap CI is taken against.
+    """
+
+    fractions: tuple[float, ...] = (0.5, 1.0)  # (a) points; 1.0 is always added (the reference)
+    grpo_fractions: tuple[float, ...] = (0.5,)  # (b) points: each must be below 1 (GRPO needs unprofiled queries)
+    # candidates GRPO tries per query; >= the pool size is allowed (sampled with replacement: the distinct
+    # pairs revealed per query are <= k, often fewer)
+    num_generations: int = Field(default=2, ge=2)
+    max_steps: int | None = Field(default=None, ge=1)  # GRPO steps per (b) point (null: grpo.max_steps)
+    bootstrap_samples: int = Field(default=2000, ge=100)  # paired bootstrap of each point vs SFT on every query
+    seed: int = 0  # the bootstrap's
+
+    @field_validator("fractions", "grpo_fractions")
+    @classmethod
+    def _shares(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        bad = [v for v in value if not 0 < v <= 1]
+        if bad:
+            raise ValueError(f"fractions of the train queries must lie in (0, 1], got {bad}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"duplicate fraction in {list(value)}")
+        return tuple(sorted(float(v) for v in value))
+
+    @field_validator("grpo_fractions")
+    @classmethod
+    def _below_one(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if any(v >= 1 for v in value):
+            raise ValueError(f"grpo_fractions must be below 1 (GRPO learns on the unprofiled rest), got {list(value)}")
+        return value
+
+    @property
+    def points(self) -> list[float]:
+        """The (a) fractions, 1.0 included, in increasing order."""
+        return sorted({*self.fractions, *self.grpo_fractions, 1.0})

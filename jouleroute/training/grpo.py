@@ -42,6 +42,7 @@ from jouleroute.training.partial_feedback import (
 )
 from jouleroute.training.policy import attach_policy, detach_policy, release_fused_head
 from jouleroute.training.rewards import build_rewards
+from jouleroute.training.router_data import UNPROFILED
 from jouleroute.training.router_model import load_setup, marked_prompt, policy_cache
 from jouleroute.training.sft import read_jsonl
 
@@ -193,6 +194,14 @@ def _partial_feedback_rows(cfg: GrpoConfig, rows: list[dict], sft_dir: Path, sou
     profiled = set(read_profiled(sft_dir))
     known = [r for r in rows if str(r["query_id"]) in profiled]
     rest = [r for r in rows if str(r["query_id"]) not in profiled]
+    unprofiled = source.parent / UNPROFILED  # train queries the tournament never ran (live): no outcome recorded
+    if unprofiled.is_file():
+        extra = read_jsonl(unprofiled)
+        if cfg.reward_source != "live":
+            raise ValueError(f"{unprofiled}: {len(extra)} train queries have no tournament outcome, which "
+                             f"grpo.reward_source: {cfg.reward_source} would read; use live (it runs them), or "
+                             "rerun the tournament with another reward source")
+        rest += extra
     if not rest:
         raise ValueError(f"grpo.reward_source: {cfg.reward_source} needs sft.full_profile_fraction < 1: SFT "
                          f"profiled every train query of {source}, none is left for partial feedback")
@@ -210,10 +219,14 @@ def _partial_feedback_rows(cfg: GrpoConfig, rows: list[dict], sft_dir: Path, sou
 
 
 def _check_replay_generations(cfg: GrpoConfig, pool: int) -> None:
-    if cfg.num_generations is None or cfg.num_generations >= pool:
-        raise ValueError(f"grpo.num_generations must be below the pool size ({pool}) with reward_source: "
-                         f"{cfg.reward_source} "
-                         f"(GRPO tries k < {pool} candidates per query), got {cfg.num_generations}")
+    """k >= the pool size is allowed (the embedded pool has 2 candidates and GRPO needs a group of 2): the
+    k completions of a prompt are sampled with replacement, so the distinct pairs a query reveals are <= k,
+    often fewer, and partial feedback still reads only those."""
+    generations = cfg.num_generations or pool
+    if generations >= pool:
+        log.info("grpo.num_generations = %d >= the pool size %d with reward_source: %s: the %d completions of a "
+                 "prompt are sampled with replacement, so each query reveals at most %d distinct pairs (often fewer)",
+                 generations, pool, cfg.reward_source, generations, min(generations, pool))
 
 
 def _energy_column(data_dir: Path) -> str:

@@ -129,6 +129,17 @@ def _outcomes(frame: pd.DataFrame, energy_column: str, train: pd.DataFrame) -> d
     return out
 
 
+UNPROFILED = "unprofiled.jsonl"  # train queries with no tournament row: GRPO's live rollouts answer them
+
+
+def _unprofiled(queries: pd.DataFrame, profiled: set[str], questions: dict[str, str]) -> list[dict[str, Any]]:
+    """Train queries of the query table the profile lacks (query_id, task, question), sorted by id: with
+    ``grpo.reward_source: live`` the tournament profiles only SFT's share and GRPO learns on these."""
+    train = queries[queries["split"] == "train"].drop_duplicates("query_id")
+    rest = train[~train["query_id"].isin(profiled)].sort_values("query_id")
+    return [{"query_id": str(q), "task": str(t), "question": questions[q]} for q, t in zip(rest["query_id"], rest["task"])]
+
+
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     with path.open("w") as handle:
         for row in rows:
@@ -196,8 +207,13 @@ def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDat
     out_dir.mkdir(parents=True, exist_ok=True)
     _write_jsonl(out_dir / "train.jsonl", train_rows)
     _write_jsonl(out_dir / "val.jsonl", val_rows)
+    unprofiled = _unprofiled(queries, set(profile.loc[profile["split"] == "train", "query_id"]), questions)
+    (out_dir / UNPROFILED).unlink(missing_ok=True)
+    if unprofiled:  # grpo.reward_source live: the tournament ran only SFT's share of the train queries
+        _write_jsonl(out_dir / UNPROFILED, unprofiled)
     spec.save(out_dir)
     stats = _stats(cfg, energy, spec, train_outcomes, label, train_rows, val_rows)
+    stats["n_unprofiled_train_queries"] = len(unprofiled)
     (out_dir / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True))
     log.info("router_data: %d train queries x %d λ, %d val rows for %d candidates (scaffold stripped on %d tasks)",
              len(train_rows), len(cfg.lambdas), len(val_rows), len(candidates), len(scaffolds))

@@ -30,6 +30,7 @@ from jouleroute.training.config import SftConfig
 from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, log_stage_start
 from jouleroute.training.partial_feedback import profiled_ids, write_profiled
 from jouleroute.training.policy import attach_policy, detach_policy, release_fused_head
+from jouleroute.training.router_data import UNPROFILED
 from jouleroute.training.router_model import load_setup, marked_prompt, policy_cache
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,10 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
     out_dir.mkdir(parents=True, exist_ok=True)
     source = data_dir / "train.jsonl"
     rows = read_jsonl(source)
-    profiled = set(profiled_ids(rows, cfg.full_profile_fraction, cfg.seed))  # all of them by default
+    # all of them by default; when router_data listed unprofiled train queries, the tournament already ran
+    # only this share (grpo.reward_source: live), so every row of train.jsonl is SFT's
+    share = 1.0 if (data_dir / UNPROFILED).is_file() else cfg.full_profile_fraction
+    profiled = set(profiled_ids(rows, share, cfg.seed))
     rows = [r for r in rows if str(r["query_id"]) in profiled]
     write_profiled(out_dir, [r["query_id"] for r in rows], cfg.full_profile_fraction, cfg.seed)  # GRPO reads it
     spec = RouterSpec.load(data_dir)

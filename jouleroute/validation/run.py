@@ -82,6 +82,7 @@ def run_validate(
     candidate_ids: list[str] | None = None,
     power_limit_w: float | None = None,
     allow_mixed_sources: bool = False,
+    expected_query_ids: list[str] | None = None,
 ) -> ValidationResult:
     """Validate the profile at ``profile_path``; write results under ``out_dir``.
 
@@ -90,7 +91,8 @@ def run_validate(
     expected candidates (the pool). ``power_limit_w`` bounds ``avg_power_w`` when
     the hardware states a limit. ``allow_mixed_sources`` (params ``energy_policy``) accepts a
     profile whose rows carry several energy_source labels. Raises ``ValidationError`` on failure unless
-    ``cfg.raise_on_failure`` is False.
+    ``cfg.raise_on_failure`` is False. ``expected_query_ids``: the queries of the table the tournament profiled,
+    when it ran only some (``grpo.reward_source: live``; its run.json lists them).
     """
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     # Imported here, not at module top: GE takes ~6 s to import and the CLI
@@ -106,6 +108,8 @@ def run_validate(
     profile_path, out_dir = Path(profile_path), Path(out_dir)
     profile = _read_parquet(profile_path, "profile")
     queries = _query_table(Path(queries_path)) if queries_path is not None else None
+    if queries is not None and expected_query_ids is not None:  # the tournament profiled only these (live GRPO)
+        queries = queries[queries["query_id"].isin(set(expected_query_ids))]
     if queries is not None:
         query_ids = sorted(set(queries["query_id"]))
     else:

@@ -33,8 +33,10 @@ def tiny_params(model_dir: Path) -> dict:
     # One thread everywhere: tiny models gain nothing from two, and tests may share the CPU.
     params["backend"]["torch_threads"] = 1
     params["router"]["threads"] = 1
-    params["sft"] = {"base_model": "tiny", "epochs": 1.0, "threads": 1}
-    params["grpo"] = {**params["grpo"], "max_steps": 2, "threads": 1}
+    # full_profile_fraction and seed are params of the tournament stage (the share it profiles under live GRPO)
+    params["sft"] = {"base_model": "tiny", "epochs": 1.0, "threads": 1, "full_profile_fraction": 1.0, "seed": 0}
+    # GRPO reads the full profile here (every candidate of every query run); `tiny_repo` runs it live
+    params["grpo"] = {**params["grpo"], "max_steps": 2, "threads": 1, "reward_source": "profile", "num_generations": None}
     params["baselines"] = {"embedding": {"model": "hashing"}}
     params["evaluate"] = {**params["evaluate"], "bootstrap_samples": 0}
     return params
@@ -80,5 +82,12 @@ def make_repo(root: Path, params: dict, items=("dvc.yaml", "jouleroute", "data/b
 def tiny_repo(tmp_path_factory, tiny_model) -> Path:
     """A git + DVC repository with the project's dvc.yaml, code and data, and tiny params."""
     # README.md and data/model_cards.yaml: the `report` stage writes the README's generated block.
-    return make_repo(tmp_path_factory.mktemp("repo"), tiny_params(tiny_model),
+    params = tiny_params(tiny_model)
+    # params.yaml's live GRPO: the tournament profiles half of each task's train queries, GRPO's rollouts run
+    # the others. A 4th query on two tasks gives each a 2nd train query, left unprofiled (with 3 queries a task
+    # has 1 train query, always profiled); on these two tasks their val and test queries stay those of 3
+    params["prepare"]["samples"].update(gsm8k=4, arc_easy=4)
+    params["sft"]["full_profile_fraction"] = 0.5
+    params["grpo"].update(reward_source="live", num_generations=2, prompts_per_step=2)
+    return make_repo(tmp_path_factory.mktemp("repo"), params,
                      ("dvc.yaml", "jouleroute", "data/benchmarks", "data/model_cards.yaml", "README.md"))

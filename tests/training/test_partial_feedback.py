@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -165,9 +166,18 @@ def test_partial_feedback_raises_the_mean_reward(data_dir, tmp_path):
     assert bill["grpo_revealed"]["pairs"] < 3 * len(prompts)  # partial: not every pair of those queries was read
 
 
+def test_k_at_the_pool_size_samples_with_replacement(data_dir, sft_half, tmp_path, caplog):
+    """The embedded pool has 2 candidates and GRPO needs a group of 2: k >= the pool is allowed and said."""
+    with caplog.at_level("INFO", logger="jouleroute.training.grpo"):
+        bill = run_grpo(replay_cfg(num_generations=4, max_steps=1), data_dir, sft_half[0], tmp_path / "a")["profiling"]
+    assert "sampled with replacement" in caplog.text
+    reads = json.loads((tmp_path / "a" / "revealed_pairs.json").read_text())
+    per_query = Counter(q for q, _c, _n in reads)
+    assert per_query and max(per_query.values()) <= 3  # distinct pairs per query: at most the pool, not k
+    assert bill["grpo_revealed"]["rollouts"] == sum(n for _q, _c, n in reads)
+
+
 def test_replay_refuses_settings_that_would_read_everything(data_dir, sft_half, tiny_model_dir, tmp_path):
-    with pytest.raises(ValueError, match="num_generations must be below the pool size"):
-        run_grpo(replay_cfg(num_generations=3), data_dir, sft_half[0], tmp_path / "a")
     full = tmp_path / "sft_full"
     full.mkdir()
     shutil.copytree(sft_half[0] / "model", full / "model")
