@@ -88,9 +88,16 @@ def gateway_load() -> None:
     for r in data["routers"].values():
         g, d = r["gateway"], r["direct"]
         load = f"{r['offered_rate_rps']:g}/s open loop" if r.get("offered_rate_rps") else f"{data['concurrency']} in flight"
-        print(f"| {r['router']} | {load} | {g['requests']} | {g['errors']} | {g.get('sustained_rps')} | "
+        name = r["router"] + (f" ({r['router_dir']}, precision {r['lm_precision']})" if r.get("lm_precision") else "")
+        print(f"| {name} | {load} | {g['requests']} | {g['errors']} | {g.get('sustained_rps')} | "
               f"{r['routing_overhead_p50_s']} | {r['routing_overhead_p95_s']} | {r.get('router_pass_p95_s')} | "
               f"{g['p95_s']} | {d['p95_s']} | {r['added_p95_s']} |")
+    for r in data["routers"].values():
+        for cause, count in r["gateway"].get("error_causes", {}).items():
+            print(f"\n{r['router']}: {count} x {cause[:160]}")
+        if "targets_sustained_met" in r:
+            print(f"\n{r['router']}: sustained-rate targets (>= 20 req/s, routing p95 <= 0.1 s) "
+                  f"{'met' if r['targets_sustained_met'] else 'not met'}.")
     print()
 
 
