@@ -189,6 +189,28 @@ def router_precision() -> str:
     return "\n".join(lines)
 
 
+def grpo_sweep() -> str:
+    """GRPO's k and steps on the replay study's val split (scripts/grpo_sweep.py's record)."""
+    import json
+
+    record = json.loads(_need(ROOT / "benchmarks/results/grpo_sweep-replay.json",
+                              "run scripts/grpo_sweep.py").read_text())
+    lines = [f"SFT on {record['fraction']:g} of the train tournament, then GRPO with partial feedback (replay) on the "
+             "rest; Δ: minus SFT on every train query, paired-bootstrap 95% CI over the split's queries.", "",
+             "| k | steps | revealed pairs | share of the full tournament's joules | val utility | Δ val [95% CI] "
+             "| Δ test [95% CI] |", "|---:|---:|---:|---:|---:|---|---|"]
+    for r in record["settings"]:
+        lo, hi = r["val_ci95"]
+        tlo, thi = r["test_ci95"]
+        lines.append(f"| {r['k']} | {r['steps']} | {r['revealed_pairs']} | {r['share_of_full']:.0%} | "
+                     f"{r['val_utility']:.4f} | {r['val_minus_full_sft']:+.4f} [{lo:+.4f}, {hi:+.4f}] "
+                     f"{'tie' if r['val_tie'] else 'differs'} | {r['test_minus_full_sft']:+.4f} [{tlo:+.4f}, {thi:+.4f}] |")
+    chosen = record["chosen"]
+    lines += ["", f"Rule: {record['rule']}. Chosen: " + (f"k = {chosen['k']}, {chosen['steps']} steps." if chosen
+                                                          else "none ties on val.") + " Test is reported, never used."]
+    return "\n".join(lines)
+
+
 BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "stages": ("README.md", stages),
     "study-size": ("README.md", study_size),
@@ -199,6 +221,7 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "layers": ("docs/architecture.md", layers),
     "router-levers": ("docs/router-training.md", router_levers),
     "router-precision": ("docs/router-training.md", router_precision),
+    "grpo-sweep": ("docs/router-training.md", grpo_sweep),
 }
 
 
