@@ -35,6 +35,7 @@ from jouleroute.evaluation.val_utility import blend_on_val, mean_utility  # noqa
 from jouleroute.routing.blend import blend_scores  # noqa: E402
 from jouleroute.routing.lm.router import LMRouter  # noqa: E402
 from jouleroute.routing.registry import build_router  # noqa: E402
+from jouleroute.training.budget import paired_ci  # noqa: E402
 
 
 # inference variants: the router params each one sets
@@ -67,11 +68,9 @@ def per_query_utility(scores, matrix, lambdas, norm) -> np.ndarray:
 
 def paired_mean_ci(diff: np.ndarray, samples: int = 1000, seed: int = 0) -> dict:
     """Mean of a paired difference and its 95% percentile bootstrap interval (queries resampled, seeded)."""
-    rng = np.random.default_rng(seed)
-    means = np.array([diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(samples)])
-    low, high = np.percentile(means, [2.5, 97.5])
-    verdict = "tie" if low <= 0 <= high else ("better" if low > 0 else "worse")
-    return {"difference": float(diff.mean()), "ci_low": float(low), "ci_high": float(high), "verdict": verdict}
+    low, high = paired_ci(diff, np.zeros_like(diff), samples, seed)
+    label = "tie" if low <= 0 <= high else ("better" if low > 0 else "worse")
+    return {"difference": float(diff.mean()), "ci_low": low, "ci_high": high, "verdict": label}
 
 
 def main() -> None:
