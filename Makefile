@@ -54,8 +54,12 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
 	  || echo "chromium is not installed (that needs root and apt): the browser tests will skip"
 
+# The data root (paths.data_root, docs/data.md): external data is copied from ../shared/data when it is beside
+# the project, else from the original URLs, every file checked against data/manifest.yaml. A dataset no source
+# has is named in one line here; `make run` then refuses before any stage runs.
 setup: $(STAMP) $(PATH_HOOK) browser
 	@test -d .dvc || $(BIN)/dvc init -q
+	@$(BIN)/jouleroute --no-progress data fetch --setup
 
 # `jouleroute repro` validates the whole params.yaml first, then runs `dvc repro`: a typo never
 # costs results (DVC deletes a stage's outputs before running it).

@@ -81,7 +81,7 @@ def tiny_params(work: Path) -> dict:
     from tests.orchestration.conftest import small_params
 
     params = small_params(build_tiny_llama(work / "tiny-model"))
-    params["paths"]["data_dir"] = str(ROOT / "data/benchmarks")
+    params["paths"]["data_dir"] = str(ROOT / "data/external/benchmarks")
     params["paths"]["queries"] = str(work / "queries.parquet")
     params["paths"]["models_dir"] = str(work / "models")  # a local model: the folder only has to exist
     (work / "models").mkdir()

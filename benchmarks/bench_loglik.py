@@ -42,7 +42,7 @@ def queries(n: int) -> list[tuple[object, dict]]:
     picked = []
     for name in TASKS:
         task = get_task(name)
-        docs = task.load(ROOT / "data/benchmarks")
+        docs = task.load(ROOT / "data/external/benchmarks")
         random.Random(0).shuffle(docs)
         picked += [(task, {**d, "choices_json": json.dumps(d["choices"])}) for d in docs[: n // len(TASKS)]]
     return picked
@@ -68,10 +68,10 @@ def timed(fn) -> tuple[float, object]:
 
 def bench_model(name: str, picked) -> dict:
     backend = TransformersBackend(str(ROOT / "artifacts/models" / name), device="cpu")
-    requests = [task.loglik_request(row, 0, data_dir=ROOT / "data/benchmarks") for task, row in picked]
+    requests = [task.loglik_request(row, 0, data_dir=ROOT / "data/external/benchmarks") for task, row in picked]
     gen = [GenRequest(prompt=None, messages=task.chat_messages(row, "direct"), max_new_tokens=12)
            if backend.tokenizer.chat_template else
-           GenRequest(prompt=task.fewshot_prompt(row, "direct", k=0, data_dir=ROOT / "data/benchmarks"), max_new_tokens=12, stop=["\n\n", "\nQuestion:"])
+           GenRequest(prompt=task.fewshot_prompt(row, "direct", k=0, data_dir=ROOT / "data/external/benchmarks"), max_new_tokens=12, stop=["\n\n", "\nQuestion:"])
            for task, row in picked]
     backend.loglik(requests[:2])  # warm up
     t_shared, results = timed(lambda: [r for i in range(0, len(requests), 8) for r in backend.loglik(requests[i:i + 8])])

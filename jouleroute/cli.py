@@ -30,6 +30,8 @@ def _progress_unit(label: str) -> str:
     """What one tick counts: training steps, router families (the baselines), else queries."""
     if label.endswith("steps"):
         return "step"
+    if label.startswith("data"):
+        return "dataset"
     return "family" if label.startswith("baselines") else "q"
 
 
@@ -108,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--config", help="YAML file with the gateway section (default: params' gateway)")
         if name == "flow":
             sp.add_argument("flow_args", nargs=argparse.REMAINDER, help="passed to `jouleroute-flow`")
+        if name == "data":
+            from jouleroute.commands.data import add_arguments
+
+            add_arguments(sp)
         if name == "exp":
             sp.add_argument("exp_args", nargs=argparse.REMAINDER, help="ACTION and its arguments (see above)")
     return parser

@@ -10,7 +10,12 @@ from jouleroute.strict import StrictModel
 class PathsConfig(StrictModel):
     """Every artifact location, relative to the repository root (DVC's working directory)."""
 
-    data_dir: str = "data/benchmarks"
+    # external data (taken from public repositories): never committed; `jouleroute data fetch` fills it
+    # (docs/data.md), checked against the committed manifest. The benchmark tasks are read from data_dir,
+    # the root's benchmarks/ folder.
+    data_root: str = "data/external"
+    data_manifest: str = "data/manifest.yaml"
+    data_dir: str = "data/external/benchmarks"
     queries: str = "artifacts/prepare/queries.parquet"
     models_dir: str = "artifacts/models"
     shards_dir: str = "artifacts/tournament/shards"

@@ -22,7 +22,7 @@ LIB = REPO / "jouleroute"
 LAYERS: list[set[str]] = [
     {"strict"},  # the strict base model every config class derives from
     {"atomic", "schema", "paths", "pool", "provenance", "offline"},  # shared contracts and small helpers
-    {"energy", "models", "tracking"},  # meters; the GGUF conversion; the MLflow store
+    {"energy", "models", "tracking", "datastore"},  # meters; the GGUF conversion; the MLflow store; the data root
     {"routing"},  # routers: score queries, decide at λ (knows no backend)
     {"backends"},  # how a model is asked
     {"benchmarks"},  # tasks: prompts, extraction, grading

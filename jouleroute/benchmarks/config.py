@@ -47,7 +47,7 @@ class SplitFractions(StrictModel):
 class PrepareConfig(StrictModel):
     """Which queries to sample from which benchmark files, and how to split them.
 
-    ``source``: ``bundled`` reads the subsets shipped in ``data/benchmarks``; ``local`` reads full
+    ``source``: ``bundled`` reads the subsets in the data root (``paths.data_dir``, docs/data.md); ``local`` reads full
     copies with the same layout from ``local_dir``; ``hf`` downloads from the Hugging Face Hub
     (needs network, and HF_HUB_OFFLINE unset) using the dataset ids in ``hf``.
     """

@@ -110,7 +110,7 @@ def build_queries(cfg: PrepareConfig, data_dir: Path) -> pa.Table:
 def run_prepare(cfg: PrepareConfig, data_dir: Path, out_path: Path) -> pd.DataFrame:
     """Write the query table (parquet, QUERY_SCHEMA) to ``out_path`` and return it.
 
-    ``data_dir`` is the bundled benchmark folder (``data/benchmarks``); pass it repo-relative,
+    ``data_dir`` is the benchmark folder of the data root (``paths.data_dir``); pass it repo-relative,
     since it is recorded in ``source_file``. Same config and data -> byte-identical file.
     """
     table = build_queries(cfg, Path(data_dir))

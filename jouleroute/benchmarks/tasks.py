@@ -18,8 +18,8 @@ from jouleroute.benchmarks import cloze, grading, prompts
 from jouleroute.benchmarks import documents as docs
 from jouleroute.benchmarks.reading import BenchmarkDataError, read_bbh_json, read_jsonl
 
-# Stages run from the repository root, where the bundled subsets live.
-DEFAULT_DATA_DIR = Path("data/benchmarks")
+# Stages run from the repository root; the benchmark files lie in the data root (paths.data_dir).
+DEFAULT_DATA_DIR = Path("data/external/benchmarks")
 DEFAULT_FEWSHOT_K = 3
 TASK_NAMES = ("gsm8k", "math500", "mmlu", "arc_challenge", "arc_easy", "hellaswag", "bbh")
 

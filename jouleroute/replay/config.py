@@ -54,7 +54,7 @@ class ReplayModel(EnergyMapping):
 class EnergyModelConfig(StrictModel):
     """How requests are turned into modelled energy and latency (docs/replay.md)."""
 
-    reference_dir: str = "data/energy/mlenergy-v2"
+    reference_dir: str = "data/external/energy/mlenergy-v2"
     gpu: str = "H100 80GB HBM3"  # one GPU for every model, so references are comparable
     target_batch_size: int = Field(default=128, gt=0)  # closest measured bs is used (tie: the smaller)
     # Energy of one prompt token as a share of one output token; also sets prefill speed (docs/replay.md).
@@ -115,7 +115,7 @@ def _default_routerbench_models() -> dict[str, ReplayModel]:
 class ReplayConfig(StrictModel):
     """params.yaml `replay:` — replay RouterBench's real outcomes with modelled energy."""
 
-    source_dir: str = "data/outcomes/routerbench"
+    source_dir: str = "data/external/outcomes/routerbench"
     tasks: tuple[Literal["arc_challenge", "mbpp", "winogrande"], ...] = ROUTERBENCH_TASKS
     val_fraction: float = Field(default=0.1, ge=0, lt=1)  # carved from RouterBench's train split by hash
     # Held-out tasks (the studies/heldout-* presets): when set, the test split is these tasks' RouterBench

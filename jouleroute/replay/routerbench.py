@@ -1,6 +1,6 @@
 """Read RouterBench's per-query outcomes into one long table: a row per (query, model).
 
-The files (data/outcomes/routerbench, see its SOURCE.txt) hold one row per query with,
+The files (data/external/outcomes/routerbench in the data root, see its SOURCE.txt) hold one row per query with,
 for each model, a 0/1 score and the full response, both as recorded by RouterBench.
 Prompts and responses are stored as Python list literals ("['text']"); they are parsed,
 never evaluated. A record is kept only when every selected model has a score: in
@@ -123,7 +123,7 @@ def _read_file(path: Path, task: str, split: str, models: Sequence[str], repo_ro
 def _path(source_dir: Path, task: str, split: str) -> Path:
     path = source_dir / f"{TASK_FILES[task]}_{split}.csv"
     if not path.is_file():
-        raise FileNotFoundError(f"RouterBench file {path} not found (see data/outcomes/routerbench/SOURCE.txt)")
+        raise FileNotFoundError(f"RouterBench file {path} not found (see docs/data.md: `jouleroute data fetch outcomes/routerbench`)")
     return path
 
 

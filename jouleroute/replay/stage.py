@@ -33,8 +33,13 @@ def config_run_id(prefix: str, cfg_json: str) -> str:
 
 
 def _config_json(cfg: ReplayConfig) -> str:
-    """The params the run id hashes; an unset test_tasks is left out so the default replay's files stay the same."""
-    return cfg.model_dump_json(exclude=None if cfg.test_tasks else {"test_tasks"})
+    """The params the run id hashes: what was replayed, not where its files lie (the folders are left out, so
+    moving the data root keeps the id; the data's bytes are the manifest's checksums and DVC's deps). An unset
+    test_tasks is left out too, so the default replay's id predates that field."""
+    exclude: dict = {"source_dir": True, "energy": {"reference_dir": True}}
+    if not cfg.test_tasks:
+        exclude["test_tasks"] = True
+    return cfg.model_dump_json(exclude=exclude)
 
 
 def token_models(cfg: ReplayConfig, repo_root: Path) -> dict[str, TokenEnergyModel]:

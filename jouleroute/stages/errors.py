@@ -11,11 +11,30 @@ def _one_line(text: str) -> str:
     return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
 
 
+def _dataset_of(found: str, ctx) -> str | None:
+    """The manifest dataset a missing file belongs to, when it lies in the data root."""
+    if ctx is None:
+        return None
+    from jouleroute.datastore.manifest import ManifestError, load_manifest
+
+    root = ctx.path("data_root")
+    if not Path(found).resolve().is_relative_to(root):
+        return None
+    try:
+        return load_manifest(ctx.path("data_manifest")).owner_of(Path(found), root)
+    except ManifestError:
+        return None
+
+
 def _missing_file(exc: FileNotFoundError, ctx) -> str:
     found = exc.filename or next(iter(re.findall(r"(/[^\s'\"]+)", str(exc))), None)
     if found is None:
         return _one_line(str(exc))
     shown = os.path.relpath(found) if Path(found).is_absolute() else found
+    dataset = _dataset_of(found, ctx)
+    if dataset is not None:
+        return f"missing input {shown}: the dataset {dataset} is not in the data root: run `jouleroute data " \
+               f"fetch {dataset}` (docs/data.md)"
     stage = ctx.producer_of(found) if ctx is not None else None
     fix = f": run `{ctx.repro_hint(stage)}` first" if stage else ""
     return f"missing input {shown}{fix}"
@@ -27,6 +46,7 @@ def expected_error(exc: BaseException, ctx) -> str | None:
     from jouleroute.benchmarks.reading import BenchmarkDataError
     from jouleroute.benchmarks.tasks import UnknownTaskError
     from jouleroute.config import ParamsError
+    from jouleroute.datastore.manifest import ManifestError
     from jouleroute.energy.zeus_meter import MeterUnavailableError
     from jouleroute.evaluation.frontier import OracleSanityError
     from jouleroute.evaluation.run import MixedEnergySourcesError
@@ -44,7 +64,7 @@ def expected_error(exc: BaseException, ctx) -> str | None:
         return _one_line(str(exc))
     if isinstance(exc, BackendRequestError):  # an unreachable server, a missing API key, a refused request
         return "model server: " + _one_line(str(exc))
-    if isinstance(exc, (BenchmarkDataError, OutcomeTableError, UnknownTaskError, OracleSanityError,
+    if isinstance(exc, (BenchmarkDataError, OutcomeTableError, ManifestError, UnknownTaskError, OracleSanityError,
                         TrackingStoreError)):
         return "data error: " + _one_line(str(exc).strip("'\""))
     return None

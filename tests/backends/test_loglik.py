@@ -70,7 +70,7 @@ def test_mixed_batch_keeps_request_order(tiny_backend):
 def test_multiple_choice_rows_are_never_invalid(tiny_backend, task_name):
     """Whatever a random model prefers, the answer is one of the options, so it grades valid."""
     task = get_task(task_name)
-    data_dir = Path("data/benchmarks")
+    data_dir = Path("data/external/benchmarks")
     docs = task.load(data_dir)[:4]
     rows = [{**d, "choices_json": json.dumps(d["choices"])} for d in docs]
     requests = [task.loglik_request(row, 0, data_dir=data_dir) for row in rows]

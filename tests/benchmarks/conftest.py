@@ -9,7 +9,7 @@ import pytest
 from jouleroute.benchmarks import get_task
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-BUNDLED = REPO_ROOT / "data" / "benchmarks"
+BUNDLED = REPO_ROOT / "data" / "external" / "benchmarks"  # the data root (docs/data.md)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from jouleroute.benchmarks.prepare import assign_splits, sample_docs
 from jouleroute.schema import QUERY_SCHEMA, SPLITS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-BUNDLED_REL = Path("data/benchmarks")  # repo-relative, as the CLI passes it
+BUNDLED_REL = Path("data/external/benchmarks")  # repo-relative, as the CLI passes it
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_every_task_in_every_split_and_bbh_covers_all_subtasks(tmp_path, repo_cw
 def test_rows_trace_back_to_their_source(tmp_path, repo_cwd):
     frame = run_prepare(PrepareConfig(samples={"gsm8k": 5, "mmlu": 5}), BUNDLED_REL, tmp_path / "q.parquet")
     for row in frame.itertuples():
-        assert row.source_file == f"data/benchmarks/{row.task}/test.jsonl"  # repo-relative
+        assert row.source_file == f"data/external/benchmarks/{row.task}/test.jsonl"  # repo-relative
         raw = json.loads((REPO_ROOT / row.source_file).read_text().splitlines()[row.source_row])
         if row.task == "gsm8k":
             assert raw["question"] == row.question and raw["answer"].endswith(f"#### {row.gold}")
@@ -137,7 +137,7 @@ def test_default_run_never_imports_datasets(tmp_path):
     # `datasets` (and with it the Hub client) is imported only for source 'hf'.
     code = (
         "import sys; from jouleroute.benchmarks import PrepareConfig, run_prepare; "
-        f"run_prepare(PrepareConfig(), 'data/benchmarks', r'{tmp_path / 'q.parquet'}'); "
+        f"run_prepare(PrepareConfig(), 'data/external/benchmarks', r'{tmp_path / 'q.parquet'}'); "
         "assert 'datasets' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)

@@ -31,7 +31,7 @@ def workdir(path, model_dir):
 
     path.mkdir(parents=True)
     params = small_params(model_dir)
-    params["paths"]["data_dir"] = str(REPO / "data/benchmarks")
+    params["paths"]["data_dir"] = str(REPO / "data/external/benchmarks")
     (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     STAGES["prepare"].run(StageContext.load(path / "params.yaml", path))
     return path

@@ -59,7 +59,7 @@ def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-model"))
 
 
-def make_repo(root: Path, params: dict, items=("dvc.yaml", "jouleroute", "data/benchmarks")) -> Path:
+def make_repo(root: Path, params: dict, items=("dvc.yaml", "jouleroute", "data/external/benchmarks", "data/manifest.yaml")) -> Path:
     """A git + DVC repository at ``root`` with the project's dvc.yaml, code and data, and ``params``."""
     root.mkdir(parents=True, exist_ok=True)
     for item in items:
@@ -90,4 +90,4 @@ def tiny_repo(tmp_path_factory, tiny_model) -> Path:
     params["sft"]["full_profile_fraction"] = 0.5
     params["grpo"].update(reward_source="live", num_generations=2, prompts_per_step=2)
     return make_repo(tmp_path_factory.mktemp("repo"), params,
-                     ("dvc.yaml", "jouleroute", "data/benchmarks", "data/model_cards.yaml", "README.md"))
+                     ("dvc.yaml", "jouleroute", "data/external/benchmarks", "data/manifest.yaml", "data/model_cards.yaml", "README.md"))

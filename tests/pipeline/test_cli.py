@@ -139,8 +139,8 @@ def test_sft_without_converted_models_names_the_models_stage(tmp_path):
 
 
 def test_a_data_error_is_one_line_naming_file_and_row(tmp_path, monkeypatch, capsys):
-    shutil.copytree(REPO / "data/benchmarks", tmp_path / "data/benchmarks")
-    gsm8k = tmp_path / "data/benchmarks/gsm8k/test.jsonl"
+    shutil.copytree(REPO / "data/external/benchmarks", tmp_path / "data/external/benchmarks")
+    gsm8k = tmp_path / "data/external/benchmarks/gsm8k/test.jsonl"
     gsm8k.write_text("{not json\n" + gsm8k.read_text())
     _params_file(tmp_path)
     monkeypatch.chdir(tmp_path)

@@ -11,7 +11,7 @@ from tests.pipeline.conftest import BIN, REPO, run, tiny_params
 
 def test_loglik_candidate_is_metered_and_never_invalid(tmp_path, tiny_model):
     params = tiny_params(tiny_model)
-    params["paths"]["data_dir"] = str(REPO / "data/benchmarks")
+    params["paths"]["data_dir"] = str(REPO / "data/external/benchmarks")
     params["prepare"]["samples"] = {"arc_easy": 3, "hellaswag": 2, "gsm8k": 2, "bbh": 2}
     params["pool"] = [c for c in params["pool"] if c["answer_style"] == "loglik"]
     params["tracking"]["enabled"] = False

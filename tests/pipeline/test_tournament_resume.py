@@ -19,7 +19,7 @@ from tests.pipeline.conftest import BIN, REPO, run, tiny_params
 def make_workdir(path, model_dir):
     path.mkdir()
     params = tiny_params(model_dir)
-    params["paths"]["data_dir"] = str(REPO / "data/benchmarks")
+    params["paths"]["data_dir"] = str(REPO / "data/external/benchmarks")
     for cand in params["pool"]:
         cand["batch_size"] = 2  # many small shards, so the kill lands between and inside batches
     params["tracking"]["enabled"] = False

@@ -93,6 +93,6 @@ def test_default_mapping_resolves_to_shipped_h100_measurements(repo_root: Path) 
     for name, entry in cfg.models.items():
         model = build_token_model(entry, cfg.energy, repo_root, name)
         assert model.batch_size == cfg.energy.target_batch_size
-        assert model.reference_file.startswith("data/energy/mlenergy-v2/") and cfg.energy.gpu in model.reference_file
+        assert model.reference_file.startswith("data/external/energy/mlenergy-v2/") and cfg.energy.gpu in model.reference_file
         share = cfg.energy.prefill_share * entry.prefill_scale
         assert model.j_per_input_token == pytest.approx(share * model.j_per_output_token)

@@ -11,7 +11,7 @@ from jouleroute.replay import ReplayConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = sorted((ROOT / "studies").glob("heldout-*/params.yaml"))
-SHARED_ON_PURPOSE = {"data_dir", "models_dir", "embedding_cache", "trunk_cache"}  # inputs and content-keyed caches
+SHARED_ON_PURPOSE = {"data_root", "data_manifest", "data_dir", "models_dir", "embedding_cache", "trunk_cache"}  # inputs and content-keyed caches
 
 
 def test_presets_are_what_the_generator_writes_from_the_replay_study() -> None:

@@ -12,7 +12,7 @@ from jouleroute.replay import ReplayConfig, run_replay
 from jouleroute.replay.stage import _config_json, config_run_id
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SOURCE = REPO_ROOT / "data" / "outcomes" / "routerbench"
+SOURCE = REPO_ROOT / "data" / "external" / "outcomes" / "routerbench"
 
 
 def _ids(stem: str, eval_name: str) -> set[str]:
@@ -55,9 +55,12 @@ def test_profile_follows_the_query_table(heldout: dict) -> None:
 
 
 def test_default_replay_run_id_is_unchanged_by_the_new_field() -> None:
-    # The default replay's run id before replay.test_tasks existed (git 3261796): the default study's
-    # files stay byte-identical. Update this only when the default replay params change on purpose.
-    assert config_run_id("replay-routerbench", _config_json(ReplayConfig())) == "replay-routerbench-d9390001a66f"
+    # The default replay's run id: test_tasks (git 3261796) left it unchanged; it changed once when the run id
+    # stopped hashing the data folders (the data root moved them, docs/data.md), and a folder no longer moves
+    # it. Update this only when the default replay params change on purpose.
+    assert config_run_id("replay-routerbench", _config_json(ReplayConfig())) == "replay-routerbench-8b435bdab0f7"
+    moved = ReplayConfig(source_dir="elsewhere/routerbench", energy={"reference_dir": "elsewhere/mlenergy"})
+    assert config_run_id("replay-routerbench", _config_json(moved)) == "replay-routerbench-8b435bdab0f7"
     assert "test_tasks" not in ReplayConfig().model_dump_json(exclude={"test_tasks"})
 
 

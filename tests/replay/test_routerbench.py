@@ -14,7 +14,7 @@ from jouleroute.replay import EnergyMapping, ImportConfig, ReplayConfig, ReplayM
 from jouleroute.replay.tables import provenance_path
 from jouleroute.schema import PROFILE_SCHEMA, QUERY_SCHEMA
 
-SOURCE = Path("data/outcomes/routerbench")
+SOURCE = Path("data/external/outcomes/routerbench")
 OPEN_MODELS = {
     "mistralai/mistral-7b-chat", "mistralai/mixtral-8x7b-chat", "meta/llama-2-70b-chat", "zero-one-ai/Yi-34B-Chat",
     "meta/code-llama-instruct-34b-chat", "WizardLM/WizardLM-13B-V1.2",

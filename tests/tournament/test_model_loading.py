@@ -33,7 +33,7 @@ def work(tmp_path_factory) -> Path:
     shutil.copytree(model, root / "tiny2")
     params = tiny_params(model)
     params["prepare"]["samples"] = {t: 1 for t in params["prepare"]["samples"]}
-    params["paths"]["data_dir"] = str(REPO / "data/benchmarks")
+    params["paths"]["data_dir"] = str(REPO / "data/external/benchmarks")
     params["models"]["tiny2"] = {"source": "local", "path": str(root / "tiny2"), "chat_template": True}
     params["pool"][1]["model"] = "tiny2"
     for cand in params["pool"]:

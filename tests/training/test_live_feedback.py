@@ -66,7 +66,7 @@ def work(tmp_path_factory, tiny_model_dir) -> Path:
     params["models"]["tiny2"] = {"source": "local", "path": str(root / "tiny2"), "chat_template": True}
     params["pool"][1]["model"] = "tiny2"
     params["prepare"]["samples"] = {t: 6 for t in params["prepare"]["samples"]}
-    params["paths"]["data_dir"] = str(REPO / "data/benchmarks")
+    params["paths"]["data_dir"] = str(REPO / "data/external/benchmarks")
     params["energy"]["idle_seconds"] = 0.05
     params["tracking"]["enabled"] = False
     params["paths"].update(router_data_dir="data", sft_dir="sft", grpo_dir="grpo", trunk_cache="cache")
