@@ -14,7 +14,7 @@ from jouleroute.evaluation.config import EvaluateConfig
 from jouleroute.gateway.config import GatewayConfig
 from jouleroute.paths import PathsConfig
 from jouleroute.pool import CandidateSpec, ModelSpec
-from jouleroute.replay.config import ImportConfig, ReplayConfig
+from jouleroute.replay.config import ImportConfig, PublicPoolConfig, ReplayConfig
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.strict import StrictModel
 from jouleroute.tournament.config import TournamentConfig
@@ -32,7 +32,7 @@ class Params(StrictModel):
     """The whole of ``params.yaml``. Section names match stage names."""
 
     paths: PathsConfig = Field(default_factory=PathsConfig)
-    profile_source: str = Field(default="tournament", pattern="^(tournament|replay|import_outcomes)$")
+    profile_source: str = Field(default="tournament", pattern="^(tournament|replay|import_outcomes|public_pool)$")
     prepare: PrepareConfig = Field(default_factory=PrepareConfig)
     models: dict[str, ModelSpec] = Field(default_factory=dict)
     pool: list[CandidateSpec] = Field(default_factory=list)
@@ -52,6 +52,7 @@ class Params(StrictModel):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)  # `jouleroute serve`
     replay: ReplayConfig | None = None
     import_outcomes: ImportConfig | None = None  # `import` is a Python keyword
+    public_pool: PublicPoolConfig | None = None  # stage `outcomes`: a public outcome pool of the data root
 
     model_config = StrictModel.model_config | {"populate_by_name": True}
 

@@ -50,6 +50,8 @@ def required_datasets(ctx: StageContext) -> list[str]:
         paths += [ctx.path("data_dir") / task for task in params.prepare.samples]
     if params.profile_source == "replay" and params.replay is not None:
         paths += [ctx.root / params.replay.source_dir, ctx.root / params.replay.energy.reference_dir]
+    if params.profile_source == "public_pool" and params.public_pool is not None:
+        paths += [ctx.root / params.public_pool.source_dir, ctx.root / params.public_pool.energy.reference_dir]
     if params.profile_source == "import_outcomes" and params.import_outcomes is not None:
         paths += [ctx.root / params.import_outcomes.energy.reference_dir]
     found: list[str] = []

@@ -172,3 +172,38 @@ class ImportConfig(StrictModel):
         if self.val_fraction + self.test_fraction >= 1:
             raise ValueError("import.val_fraction + import.test_fraction must be < 1")
         return self
+
+
+class PoolModel(EnergyMapping):
+    """A model of the public pool: its candidate id and its energy reference (with the reason)."""
+
+    candidate_id: str = Field(pattern=CANDIDATE_ID_PATTERN)
+
+
+class PoolRule(StrictModel):
+    """Which mapped models become candidates, decided on train only (pool_rule.py)."""
+
+    kind: Literal["pareto", "all"] = "pareto"  # pareto: the train accuracy-energy front
+    max_candidates: int = Field(default=8, ge=2)
+
+
+class PublicPoolConfig(StrictModel):
+    """params.yaml `public_pool:` — a public outcome pool of the data root, replayed with modelled energy."""
+
+    pool: Literal["zeroeval_math", "cruxeval"]
+    source_dir: str  # the pool's folder in the data root, e.g. data/external/outcomes/zeroeval_math
+    table: str  # where the import table is written (an output of the `outcomes` stage)
+    val_fraction: float = Field(default=0.15, ge=0, lt=1)  # carved from the source's train split by hash
+    rule: PoolRule = PoolRule()
+    energy: EnergyModelConfig = EnergyModelConfig()
+    models: dict[str, PoolModel] = Field(min_length=2)  # the pool's model name -> candidate + reference
+    # CRUXEval records no output lengths: tokens per answer, by prompting style (models.csv `prompting`)
+    cruxeval_output_tokens: dict[str, int] = Field(default_factory=lambda: {"direct": 40, "cot": 250})
+
+    @model_validator(mode="after")
+    def _unique_candidates(self) -> "PublicPoolConfig":
+        ids = [m.candidate_id for m in self.models.values()]
+        dupes = sorted({c for c in ids if ids.count(c) > 1})
+        if dupes:
+            raise ValueError(f"public_pool.models: candidate_id repeated: {dupes}")
+        return self
