@@ -57,8 +57,21 @@ def headline_metrics(report: dict) -> dict:
             for f, v in report["families"].items()
         },
         **({"aiq_difference": report["aiq_difference"]} if "aiq_difference" in report else {}),
+        **({"iso_accuracy": iso_accuracy_metrics(report["iso_accuracy"])} if "iso_accuracy" in report else {}),
         **({"selection": report["selection"]} if "selection" in report else {}),
     }
+
+
+def iso_accuracy_metrics(block: dict) -> dict:
+    """metrics.json's compact copy: per policy (and the champion) the share, its CI and the oracle share."""
+    keep = ("reached", "point", "accuracy", "j_per_query", "energy_share", "energy_share_ci",
+            "oracle_savings_captured_pct", "oracle_savings_captured_pct_ci")
+    out = {k: block[k] for k in ("tolerance", "best_single", "best_accuracy", "best_j_per_query",
+                                 "oracle_energy_share")}
+    out["policies"] = {name: {k: row[k] for k in keep} for name, row in block["policies"].items()}
+    if "champion" in block:
+        out["champion"] = {k: block["champion"][k] for k in ("family", "name") + keep}
+    return out
 
 
 def _f(x, digits: int = 3) -> str:
@@ -110,6 +123,7 @@ def markdown(report: dict) -> str:
             lines.append(f"| {fam} | {_f(v['aiq'])} | {_f(v['aiq_lift'])} | {_f(f['lambda_star'])} "
                          f"| {_f(t['width_log10'])} | {_f(t['resolved'])} |")
     lines += comparison_lines(report.get("aiq_difference"))
+    lines += iso_accuracy_lines(report.get("iso_accuracy"))
     lines += selection_lines(report.get("selection"))
     lines += ["", "## Accuracy per task", "", "| policy | " + " | ".join(report["tasks"]) + " |",
               "|---|" + "---|" * len(report["tasks"])]
@@ -138,6 +152,34 @@ def comparison_lines(block: dict | None) -> list[str]:
         word = {"win": f"{ref} wins", "loss": f"{ref} loses", "tie": "tie"}[row["verdict"]]
         lines.append(f"| {fam} | {row['aiq']:.3f} | {row['difference']:+.4f} | "
                      f"[{row['ci_low']:+.4f}, {row['ci_high']:+.4f}] | {word} |")
+    return lines
+
+
+def iso_accuracy_lines(block: dict | None) -> list[str]:
+    """The saving in a user's terms: energy at the best single's accuracy, and the oracle's savings captured.
+    Shared by report.md and the generated study pages."""
+    if not block:
+        return []
+    pct = lambda ci: f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "n/a"
+    span = lambda ci: f"[{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "n/a"
+    lines = ["", "## The saving at the best single model's accuracy", "",
+             f"Best single `{block['best_single']}`: accuracy {block['best_accuracy']:.3f} at "
+             f"{_f(block['best_j_per_query'])} J/query; the oracle needs {_f(100 * (block['oracle_energy_share'] or 0), 1)}% "
+             f"of that energy. Per policy, its cheapest operating point with test accuracy ≥ {block['best_accuracy']:.3f} − "
+             f"{block['tolerance']:g}, as a share of the best single's energy (the best single itself when none "
+             f"qualifies: 100%), with {block['confidence']:.0%} paired-bootstrap intervals over the test queries "
+             f"({block['samples']} resamples; `{block.get('view', '?')}` view). docs/metrics.md.", "",
+             "| policy | reached | point | accuracy | J/query | energy share % | CI | oracle savings captured % | CI |",
+             "|---|---|---|---:|---:|---:|---|---:|---|"]
+    rows = list(block["policies"].items())
+    if "champion" in block:
+        rows = [(f"**champion** ({block['champion']['name']})", block["champion"])] + rows
+    for name, row in rows:
+        share = row["energy_share"]
+        lines.append(f"| {name} | {_f(row['reached'])} | {row['point'] or 'best single'} | {row['accuracy']:.3f} "
+                     f"| {_f(row['j_per_query'])} | {_f(None if share is None else 100 * share, 1)} "
+                     f"| {pct(row['energy_share_ci'])} | {_f(row['oracle_savings_captured_pct'], 1)} "
+                     f"| {span(row['oracle_savings_captured_pct_ci'])} |")
     return lines
 
 

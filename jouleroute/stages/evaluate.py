@@ -91,6 +91,9 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
         mix = mix_of(reference.decisions) if reference else None
         random_router = build_router("random", profile, queries, candidates, baselines, mix=mix)
         runs.append(RouterRun("random", "random", None, random_router.route(test_queries)))
+    if "task_best" in baselines.families:  # the fixed rule "each task to its best model on train"
+        rule = build_router("task_best", profile, queries, candidates, baselines, energy=p.energy_policy)
+        runs.append(RouterRun("task_best", "task_best", None, rule.route(test_queries)))
     logger.info("evaluating %d router runs on %d %s queries", len(runs), len(test_queries), split)
     result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"), run_tags=ctx.tags("evaluate"),
                           run=run, selection=selection, energy=p.energy_policy)

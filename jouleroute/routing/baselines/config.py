@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 from jouleroute.strict import StrictModel
 
 # Every name build_router accepts; "always" expands to one "always:<candidate_id>" per candidate.
-BASELINE_FAMILIES = ("always", "random", "oracle", "knn", "mlp", "mf")
+BASELINE_FAMILIES = ("always", "random", "oracle", "knn", "mlp", "mf", "task_best")
 
 
 class EmbeddingConfig(StrictModel):
@@ -62,7 +62,7 @@ class BaselinesConfig(StrictModel):
     ``Scores.decide`` without retraining.
     """
 
-    families: tuple[Literal["always", "random", "oracle", "knn", "mlp", "mf"], ...] = BASELINE_FAMILIES
+    families: tuple[Literal["always", "random", "oracle", "knn", "mlp", "mf", "task_best"], ...] = BASELINE_FAMILIES
     lam: float = Field(default=0.5, ge=0.0)
     # the energy column and its norm: params `energy_policy`, handed to build_router (one for every stage)
     train_split: Literal["train", "val", "test"] = "train"
