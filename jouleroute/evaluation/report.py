@@ -58,6 +58,8 @@ def headline_metrics(report: dict) -> dict:
         },
         **({"aiq_difference": report["aiq_difference"]} if "aiq_difference" in report else {}),
         **({"iso_accuracy": iso_accuracy_metrics(report["iso_accuracy"])} if "iso_accuracy" in report else {}),
+        **({"target": {k: v for k, v in report["target"].items() if k != "val_sweep"}}
+           if report.get("target", {}).get("choice") else {}),
         **({"selection": report["selection"]} if "selection" in report else {}),
     }
 
@@ -124,6 +126,7 @@ def markdown(report: dict) -> str:
                          f"| {_f(t['width_log10'])} | {_f(t['resolved'])} |")
     lines += comparison_lines(report.get("aiq_difference"))
     lines += iso_accuracy_lines(report.get("iso_accuracy"))
+    lines += target_lines(report.get("target"))
     lines += selection_lines(report.get("selection"))
     lines += ["", "## Accuracy per task", "", "| policy | " + " | ".join(report["tasks"]) + " |",
               "|---|" + "---|" * len(report["tasks"])]
@@ -180,6 +183,31 @@ def iso_accuracy_lines(block: dict | None) -> list[str]:
                      f"| {_f(row['j_per_query'])} | {_f(None if share is None else 100 * share, 1)} "
                      f"| {pct(row['energy_share_ci'])} | {_f(row['oracle_savings_captured_pct'], 1)} "
                      f"| {span(row['oracle_savings_captured_pct_ci'])} |")
+    return lines
+
+
+def target_lines(block: dict | None) -> list[str]:
+    """A target instead of a λ: the λ val chose for ``router.target``, and how test met it (or why none could)."""
+    if not block or not block.get("choice"):
+        return []
+    choice, test = block["choice"], block.get("test", {})
+    goal = (f"at most {choice['value']:.0%} of the best single model's energy" if choice["kind"] == "energy_share"
+            else f"an accuracy of at least {choice['value']:.3f}")
+    lines = ["", "## A target instead of a λ", "",
+             f"`router.target`: {goal} (models' energy, router overhead excluded). The champion's family "
+             f"(`{block.get('family')}`) on {block['val_sweep']['n_queries']} val queries, best single on val "
+             f"`{block['val_sweep']['best_single']}`:", ""]
+    if not choice["met_on_val"]:
+        return lines + [f"**Not met on val**: {choice['reason']}. No λ is chosen; the target is not clipped.", ""]
+    lines.append(f"λ = {choice['lam']:g} meets it on val: accuracy {choice['val_accuracy']:.3f}, "
+                 f"{choice['val_energy_share']:.1%} of the best single's energy.")
+    if test.get("met_on_test") is None:
+        lines.append(f"On test: {test.get('note', 'no test point at that λ')}.")
+    else:
+        lines.append(f"On test at that λ (`{test['router']}`): accuracy {test['accuracy']:.3f} (best single "
+                     f"`{test['best_single']}` {test['best_single_accuracy']:.3f}), "
+                     f"{test['energy_share']:.1%} of the best single's energy: target "
+                     + ("**met** on test." if test["met_on_test"] else "**missed** on test."))
     return lines
 
 

@@ -247,8 +247,13 @@ def run_evaluate(
     report["energy_policy"] = energy.model_dump(mode="json")
     report["provenance"] = dict(run_tags or {})
     if selection:
-        report["selection"] = clean(selection)
+        report["selection"] = clean({k: v for k, v in selection.items() if k != "target"})
         champion = selection.get("winner", {}).get("family")
+        if selection.get("target"):  # a target instead of a λ: chosen on val, met (or not) on test
+            from jouleroute.evaluation.target import on_test
+
+            report["target"] = clean({**selection["target"], "family": champion,
+                                      "test": on_test(report, champion, selection["target"])})
         if champion in report["iso_accuracy"]["policies"]:  # the champion's test saving, as its family's
             report["iso_accuracy"]["champion"] = {"family": champion, "name": selection["winner"].get("name"),
                                                   **report["iso_accuracy"]["policies"][champion]}

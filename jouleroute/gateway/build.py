@@ -95,10 +95,34 @@ def champion_router(p: Params, root: Path) -> GatewayRouterConfig | None:
                                knn_energy=found.get("knn_energy") or "first")
 
 
+def target_lam(p: Params, root: Path, rc: GatewayRouterConfig, serving_champion: bool) -> GatewayRouterConfig:
+    """``rc`` at the λ that meets ``router.target`` on the champion's val sweep (the evaluate stage's
+    report.json, ``target.val_sweep``; routing/target.py); ``rc`` unchanged without a target."""
+    if p.router.target is None:
+        return rc
+    import json
+
+    from jouleroute.routing.target import resolve_lambda
+
+    if not serving_champion:
+        raise ValueError("router.target is resolved on the champion's val sweep, but gateway.router names another "
+                         "router: drop gateway.router to serve the champion, or give gateway.router.lam")
+    report = p.paths.resolve("evaluate_dir", root) / "report.json"
+    sweep = (json.loads(report.read_text()).get("target") or {}).get("val_sweep") if report.is_file() else None
+    if not sweep:
+        raise FileNotFoundError(f"router.target needs the champion's val sweep in {report}; run the evaluate stage")
+    lam = resolve_lambda(p.router.target, sweep)  # raises TargetNotMet (a ValueError) with the closest λ
+    logger.info("router.target %s %g: serving at λ=%g, chosen on val", p.router.target.kind, p.router.target.value,
+                lam)
+    return rc.model_copy(update={"lam": lam})
+
+
 def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> GatewayRouter:
     rc = cfg.router
-    if "router" not in cfg.model_fields_set:  # no router configured: the champion, when there is one
+    champion = "router" not in cfg.model_fields_set  # no router configured: the champion, when there is one
+    if champion:
         rc = champion_router(p, root) or rc
+    rc = target_lam(p, root, rc, champion)
     low, high = min(p.router_data.lambdas), max(p.router_data.lambdas)
     if rc.kind == "lm":
         from jouleroute.routing.lm.router import LMRouter

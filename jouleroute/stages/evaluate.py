@@ -86,6 +86,8 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
         lm_runs = _swept_runs("lm", lm_scores, lambdas)
         runs += lm_runs
     selection = select_champion(ctx, fitted if on_train else {}, val_rows, evidence)
+    if selection:  # the champion's val sweep: the λ that meets router.target (and `serve --target-*`)
+        selection["target"] = champion_target(ctx, selection, lm_router, fitted, val_rows, profile, queries)
     if "random" in baselines.families:
         reference = _reference_run(lm_runs, p.router.lam)
         mix = mix_of(reference.decisions) if reference else None
@@ -148,6 +150,40 @@ def select_champion(ctx: StageContext, baselines: dict, val_rows: list[dict], ev
 
         selection |= {"registered_model": champion_name(ctx.params.tracking.experiment), "alias": CHAMPION_ALIAS}
     return selection
+
+
+def champion_target(ctx: StageContext, selection: dict, lm_router, fitted: dict, val_rows: list[dict],
+                    profile: pd.DataFrame, queries: pd.DataFrame) -> dict | None:
+    """The champion's accuracy and models' J/query on val at each λ of ``evaluate.lambdas``, and the λ that meets
+    ``router.target`` there (evaluation/target.py); ``None`` when the champion cannot be scored here."""
+    from jouleroute.evaluation.outcomes import build_matrix
+    from jouleroute.evaluation.target import choose_on_val, val_sweep
+
+    win = selection["winner"]
+    asked = val_queries(val_rows)
+    if win["family"] in fitted:
+        router = fitted[win["family"]]
+        meter, router.meter = getattr(router, "meter", None), None  # decisions count here, not its cost
+        try:
+            scores = router.score(asked)
+        finally:
+            router.meter = meter
+    elif win["family"] == "lm" and lm_router is not None:
+        model_dir = ctx.root / win["model_dir"] if win.get("model_dir") else lm_router_dir(ctx)
+        router = lm_router
+        if Path(model_dir).resolve() != Path(lm_router.model_dir).resolve():  # the sft checkpoint won
+            from jouleroute.routing.lm.router import LMRouter
+
+            router = LMRouter(Path(model_dir), cfg=ctx.params.router)
+        scores = router.score(asked, progress=ctx.progress(len(asked), "LM routing (val: target λ)"))
+        weight = (win.get("knn_evidence") or {}).get("weight")
+        if weight and "knn" in fitted:
+            scores = blend_scores(scores, fitted["knn"].score(asked), weight, win["knn_evidence"]["energy"])
+    else:
+        return None
+    chosen = queries[queries["query_id"].isin(set(asked["query_id"]))]
+    m = build_matrix(profile, chosen, "val", ctx.params.energy_policy.column)
+    return choose_on_val(ctx.params.router.target, val_sweep(m, scores, list(ctx.params.evaluate.lambdas)))
 
 
 def register(ctx: StageContext, selection: dict | None, run_id: str | None) -> None:
