@@ -128,6 +128,7 @@ def markdown(report: dict) -> str:
     lines += iso_accuracy_lines(report.get("iso_accuracy"))
     lines += target_lines(report.get("target"))
     lines += selection_lines(report.get("selection"))
+    lines += query_energy_lines((report.get("selection") or {}).get("query_energy"))
     lines += ["", "## Accuracy per task", "", "| policy | " + " | ".join(report["tasks"]) + " |",
               "|---|" + "---|" * len(report["tasks"])]
     for name, e in list(report["singles"].items()) + [("oracle", report["oracle"])] + list(report["routers"].items()):
@@ -208,6 +209,25 @@ def target_lines(block: dict | None) -> list[str]:
                      f"`{test['best_single']}` {test['best_single_accuracy']:.3f}), "
                      f"{test['energy_share']:.1%} of the best single's energy: target "
                      + ("**met** on test." if test["met_on_test"] else "**missed** on test."))
+    return lines
+
+
+def query_energy_lines(block: dict | None) -> list[str]:
+    """Per-query energy ê_c(x) on val: its error against the task mean, and which families decide with it."""
+    if not block:
+        return []
+    own, base = block["energy_error_val"]["per_query"], block["energy_error_val"]["task_mean"]
+    lines = ["", "## Per-query energy, on val", "",
+             f"Each candidate's joules predicted from the query (ridge on the sentence embedding around the task's "
+             f"log-mean; routing/baselines/query_energy.py), on {block['n_val_queries']} val queries: mean relative "
+             f"error {own['relative_error']:.3f} (task mean {base['relative_error']:.3f}), RMSE of log joules "
+             f"{own['log_rmse']:.3f} (task mean {base['log_rmse']:.3f}). A family decides with it only where its "
+             "mean val utility rises:", "",
+             "| family | val utility, own energy | val utility, per-query energy | own energy's relative error | "
+             "adopted |", "|---|---:|---:|---:|---|"]
+    for family, row in block["families"].items():
+        lines.append(f"| {family} | {row['val_utility_own']:.4f} | {row['val_utility_per_query']:.4f} "
+                     f"| {row['energy_error_val_own']:.3f} | {_f(row['adopted'])} |")
     return lines
 
 

@@ -73,10 +73,26 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
                     "train_rows": len(train_profile)}
         key = cache_key(family, settings, meter.source, meter.device_info())
         test_scores[family] = stable_overhead(router.score(test_queries), key, overhead_cache(ctx))
-        runs += _swept_runs(family, test_scores[family], lambdas)
         tick(1)
     on_train = baselines.train_split == "train"  # a baseline fitted on another split has seen val: no contender
     val_rows = read_val_rows(ctx.path("router_data_dir") / "val.jsonl")
+    energy_report = None
+    if baselines.query_energy == "auto" and val_rows and on_train:  # ê_c(x) where val utility says so
+        routers = dict(fitted) | ({"lm": lm_router} if lm_router is not None else {})
+        adopted, energy_report, predicted = per_query_energy(ctx, routers, profile, queries, val_rows, candidates,
+                                                             test_queries)
+        for family, router in adopted.items():
+            if router is routers[family]:
+                continue
+            if family == "lm":
+                lm_router, lm_scores = router, lm_scores.with_energy(predicted[lm_scores.candidates].to_numpy(),
+                                                                     p.energy_policy.norm)
+            else:
+                fitted[family] = router
+                test_scores[family] = test_scores[family].with_energy(
+                    predicted[test_scores[family].candidates].to_numpy(), p.energy_policy.norm)
+    for family in learned:
+        runs += _swept_runs(family, test_scores[family], lambdas)
     evidence = knn_evidence(ctx, lm_router, fitted.get("knn") if on_train else None, val_rows)
     lm_runs = []
     if lm_scores is not None:
@@ -88,6 +104,8 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     selection = select_champion(ctx, fitted if on_train else {}, val_rows, evidence)
     if selection:  # the champion's val sweep: the λ that meets router.target (and `serve --target-*`)
         selection["target"] = champion_target(ctx, selection, lm_router, fitted, val_rows, profile, queries)
+        if energy_report is not None:
+            selection["query_energy"] = energy_report
     if "random" in baselines.families:
         reference = _reference_run(lm_runs, p.router.lam)
         mix = mix_of(reference.decisions) if reference else None
@@ -150,6 +168,35 @@ def select_champion(ctx: StageContext, baselines: dict, val_rows: list[dict], ev
 
         selection |= {"registered_model": champion_name(ctx.params.tracking.experiment), "alias": CHAMPION_ALIAS}
     return selection
+
+
+def per_query_energy(ctx: StageContext, routers: dict, profile: pd.DataFrame, queries: pd.DataFrame,
+                     val_rows: list[dict], candidates: list[str], test_queries: pd.DataFrame):
+    """Fit ê_c(x) on train (routing/baselines/query_energy.py), measure it on val against the task mean, and wrap
+    each router whose mean val utility it raises (evaluation/query_energy.py). Returns (routers, report, ê on
+    test as a frame with one column per candidate)."""
+    from jouleroute.evaluation.outcomes import build_matrix
+    from jouleroute.evaluation.query_energy import adopt_on_val
+    from jouleroute.routing.baselines.embeddings import build_embedder
+    from jouleroute.routing.baselines.query_energy import QueryEnergyModel
+
+    p = ctx.params
+    embedding = p.baselines.embedding.model_copy(update={"cache_dir": str(ctx.path("embedding_cache"))})
+    model = QueryEnergyModel(candidates, build_embedder(embedding), seed=p.baselines.seed,
+                             strip_scaffold=p.baselines.strip_scaffold)
+    model.fit(profile, queries, energy_column=p.energy_policy.column, split=p.baselines.train_split)
+    asked = val_queries(val_rows)
+    matrix = build_matrix(profile, queries[queries["query_id"].isin(set(asked["query_id"]))], "val",
+                          p.energy_policy.column)
+    lambdas = sorted({float(r["lam"]) for r in val_rows})  # the trained λ grid, as the champion's contest
+    train = profile[profile["split"] == p.baselines.train_split]
+    adopted, report = adopt_on_val(routers, model, asked, matrix, train, p.energy_policy.column, lambdas,
+                                   p.energy_policy.norm)
+    logger.info("per-query energy on val: relative error %.3f (task mean %.3f); adopted by %s",
+                report["energy_error_val"]["per_query"]["relative_error"],
+                report["energy_error_val"]["task_mean"]["relative_error"],
+                [f for f, row in report["families"].items() if row["adopted"]] or "no family")
+    return adopted, report, pd.DataFrame(model.predict(test_queries), columns=model.candidates)
 
 
 def champion_target(ctx: StageContext, selection: dict, lm_router, fitted: dict, val_rows: list[dict],

@@ -140,3 +140,8 @@ def test_the_evaluate_stage_chooses_the_target_lambda_on_val_and_reports_test(tm
     metrics = json.loads((ctx.path("evaluate_dir") / "metrics.json").read_text())
     assert "task_best" in metrics["routers"] and "task_best" in metrics["iso_accuracy"]["policies"]
     assert metrics["iso_accuracy"]["champion"]["family"] == family
+    energy = report["selection"]["query_energy"]  # ê_c(x) measured on val, adopted per family by val utility
+    assert set(energy["families"]) == {"knn", "mlp", "mf"} and energy["n_val_queries"] == 30
+    assert all(row["adopted"] == (row["val_utility_per_query"] > row["val_utility_own"] + 1e-12)
+               for row in energy["families"].values())
+    assert "## Per-query energy, on val" in (ctx.path("evaluate_dir") / "report.md").read_text()

@@ -74,6 +74,9 @@ class BaselinesConfig(StrictModel):
     # Embed questions without the text all train prompts of their task share (few-shot block,
     # instruction line): an encoder that truncates would otherwise see one vector per task.
     strip_scaffold: bool = True
+    # per-query energy ê_c(x) (routing/baselines/query_energy.py): "auto" fits it on train and each router family
+    # (the LM router included) decides with it where it raises the family's mean val utility; "off": never
+    query_energy: Literal["auto", "off"] = "auto"
     embedding: EmbeddingConfig = EmbeddingConfig()
     knn: KNNConfig = KNNConfig()
     mlp: MLPConfig = MLPConfig()
