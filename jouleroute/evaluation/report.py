@@ -13,7 +13,8 @@ import math
 from pathlib import Path
 
 from jouleroute.evaluation.config import EvaluateConfig
-from jouleroute.evaluation.plots import plot_accuracy_vs_energy, plot_lambda_sweep, plot_routing_mix, safe_name
+from jouleroute.evaluation.plots import (plot_accuracy_vs_energy, plot_lambda_star_by_task, plot_lambda_sweep,
+                                        plot_routing_mix, safe_name)
 
 
 def clean(value):
@@ -52,7 +53,7 @@ def headline_metrics(report: dict) -> dict:
         "routers": routers,
         "families": {
             f: {"aiq": v["views"][view]["aiq"], "aiq_lift": v["views"][view]["aiq_lift"],
-                "lambda_star": v.get("lambda_star"),
+                "lambda_star": v.get("lambda_star"), "lambda_star_per_task": v.get("lambda_star_per_task", {}),
                 "transition_width_log10": v.get("transitions", {}).get("combined", {}).get("width_log10")}
             for f, v in report["families"].items()
         },
@@ -124,6 +125,12 @@ def markdown(report: dict) -> str:
             t, v = f["transitions"]["combined"], f["views"][view]
             lines.append(f"| {fam} | {_f(v['aiq'])} | {_f(v['aiq_lift'])} | {_f(f['lambda_star'])} "
                          f"| {_f(t['width_log10'])} | {_f(t['resolved'])} |")
+        lines += ["", "λ* per task (the same detector on each task's accuracy and expensive share; n/a: no "
+                      "transition on the grid; plots/lambda_star_by_task.png):", "",
+                  "| family | " + " | ".join(report["tasks"]) + " |", "|---|" + "---|" * len(report["tasks"])]
+        for fam, f in report["families"].items():
+            per = f.get("lambda_star_per_task", {})
+            lines.append(f"| {fam} | " + " | ".join(_f(per.get(t)) for t in report["tasks"]) + " |")
     lines += comparison_lines(report.get("aiq_difference"))
     lines += iso_accuracy_lines(report.get("iso_accuracy"))
     lines += target_lines(report.get("target"))
@@ -309,6 +316,9 @@ def _plots(report: dict, plot_dir: Path) -> dict[str, Path]:
     if report["families"]:
         sweeps = {f: {**v["sweep"], "lambda_star": v["lambda_star"]} for f, v in report["families"].items()}
         out["lambda_sweep"] = plot_lambda_sweep(sweeps, src, plot_dir / "lambda_sweep.png")
+        out["lambda_star_by_task"] = plot_lambda_star_by_task(
+            {f: v.get("lambda_star_per_task", {}) for f, v in report["families"].items()},
+            report["config"]["lambdas"] if "config" in report else None, plot_dir / "lambda_star_by_task.png")
     by_cost = sorted(report["candidates"], key=lambda c: points["singles"][c][0])
     for fam in sorted({r["family"] for r in routers.values()}):
         members = sorted((n for n, r in routers.items() if r["family"] == fam), key=lambda n: routers[n]["lam"] or 0)

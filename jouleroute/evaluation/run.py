@@ -218,8 +218,20 @@ def _sweeps(report: dict, families: dict[str, list[RouterRun]], cfg: EvaluateCon
             lam, [np.asarray(sweep["accuracy"]), np.asarray(sweep["expensive_share"])],
             cfg.min_transition_change).to_dict()
         report["families"][fam].update(sweep=sweep, transitions=transitions,
-                                       lambda_star=transitions["combined"]["lambda_star"])
+                                       lambda_star=transitions["combined"]["lambda_star"],
+                                       lambda_star_per_task=_per_task_lambda_star(rows, lam, expensive, cfg))
     return expensive
+
+
+def _per_task_lambda_star(rows: list[dict], lam: np.ndarray, expensive: list[str], cfg: EvaluateConfig) -> dict:
+    """λ* of the family on each task alone: the same combined detector on the task's accuracy and expensive
+    share against λ (None where neither changes by evaluate.min_transition_change)."""
+    out = {}
+    for task in sorted(rows[0]["per_task"]) if rows else []:
+        per = [r["per_task"][task] for r in rows]
+        curves = [np.array([x["accuracy"] for x in per]), np.array([sum(x["share"][c] for c in expensive) for x in per])]
+        out[task] = combined_transition(lam, curves, cfg.min_transition_change).lambda_star
+    return out
 
 
 def run_evaluate(
