@@ -6,19 +6,25 @@ the val queries and never on test:
 - its error against the profile, beside the task mean's (each candidate's train mean on the query's task,
   the estimate the LM router and MF decide with): mean absolute relative error and RMSE of log joules;
 - per router family, the mean val utility over the trained λ grid (``val_utility.mean_utility``) with the
-  family's own energy estimate and with ê; the family adopts ê only when that is higher.
+  family's own energy estimate and with ê. As for kNN's evidence (knn_evidence.py), the figure that decides
+  is cross-fitted: the val queries are split in two folds by a stable hash of the query id, the choice (ê
+  or not) is made on one fold and scored on the other, and the two are pooled. A family adopts ê only when
+  ê is better on all of val *and* the cross-fitted figure beats its own estimate; that cross-fitted figure
+  (per λ) is what the family brings to the champion contest when it adopts ê.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from jouleroute.evaluation.knn_evidence import fold_of
 from jouleroute.evaluation.outcomes import ProfileMatrix
 from jouleroute.evaluation.val_utility import energy_error, mean_utility
-from jouleroute.routing.base import Router
+from jouleroute.routing.base import Router, Scores
 from jouleroute.routing.baselines.query_energy import PerQueryEnergy, QueryEnergyModel
 
 _FLOOR_J = 1e-9
@@ -51,6 +57,36 @@ def _scores_without_meter(router: Router, queries: pd.DataFrame):
             router.meter = meter
 
 
+def _rows(scores: Scores, keep: Sequence[bool]) -> Scores:
+    idx = [i for i, k in enumerate(keep) if k]
+    pick = lambda values: [values[i] for i in idx] if values else []
+    return replace(scores, query_ids=[scores.query_ids[i] for i in idx], merit=scores.merit[idx],
+                   cost=scores.cost[idx], energy_j=scores.energy_j[idx],
+                   overhead_latency_s=pick(scores.overhead_latency_s), overhead_energy_j=pick(scores.overhead_energy_j))
+
+
+def cross_fitted(own: Scores, alt: Scores, matrix: ProfileMatrix, lambdas: Sequence[float],
+                 energy_norm: str) -> dict:
+    """Choose ê or not on one fold of val, score the choice on the other; pooled per λ (module docstring)."""
+    folds = [fold_of(q) for q in own.query_ids]
+    pooled = {float(lam): [0.0, 0] for lam in lambdas}
+    choices = []
+    for fold in (0, 1):
+        tune, held = [f != fold for f in folds], [f == fold for f in folds]
+        if not any(tune) or not any(held):
+            continue
+        use = mean_utility(_rows(alt, tune), matrix, lambdas, energy_norm) > \
+            mean_utility(_rows(own, tune), matrix, lambdas, energy_norm) + 1e-12
+        choices.append("per_query" if use else "own")
+        chosen, n = _rows(alt if use else own, held), sum(held)
+        for lam in lambdas:
+            total = pooled[float(lam)]
+            total[0], total[1] = total[0] + n * mean_utility(chosen, matrix, [lam], energy_norm), total[1] + n
+    by_lambda = {lam: s / n for lam, (s, n) in pooled.items() if n}
+    return {"by_lambda": by_lambda, "fold_choices": choices,
+            "val_utility": float(np.mean(list(by_lambda.values()))) if by_lambda else None}
+
+
 def adopt_on_val(routers: Mapping[str, Router], model: QueryEnergyModel, val_queries: pd.DataFrame,
                  val_matrix: ProfileMatrix, train: pd.DataFrame, energy_column: str, lambdas: Sequence[float],
                  energy_norm: str) -> tuple[dict[str, Router], dict]:
@@ -70,9 +106,12 @@ def adopt_on_val(routers: Mapping[str, Router], model: QueryEnergyModel, val_que
         own = _scores_without_meter(router, val_queries)
         alt = own.with_energy(by_candidate[own.candidates].to_numpy(), energy_norm)
         u_own, u_alt = (mean_utility(s, val_matrix, lambdas, energy_norm) for s in (own, alt))
-        adopted = u_alt > u_own + 1e-12  # ties keep the family's own estimate
+        cross = cross_fitted(own, alt, val_matrix, lambdas, energy_norm)
+        # ties keep the family's own estimate; a choice that only pays on the rows it was made on is not adopted
+        adopted = u_alt > u_own + 1e-12 and cross["val_utility"] is not None and cross["val_utility"] > u_own + 1e-12
         report["families"][family] = {"val_utility_own": u_own, "val_utility_per_query": u_alt,
-                                      "energy_error_val_own": energy_error(own, val_matrix), "adopted": adopted}
+                                      "cross_fitted": cross, "energy_error_val_own": energy_error(own, val_matrix),
+                                      "adopted": adopted}
         if adopted:
             out[family] = PerQueryEnergy(router, model, energy_norm)
     return out, report

@@ -101,7 +101,7 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
             lm_scores = blend_scores(lm_scores, test_scores["knn"], evidence["weight"], evidence["energy"])
         lm_runs = _swept_runs("lm", lm_scores, lambdas)
         runs += lm_runs
-    selection = select_champion(ctx, fitted if on_train else {}, val_rows, evidence)
+    selection = select_champion(ctx, fitted if on_train else {}, val_rows, evidence, energy_report)
     if selection:  # the champion's val sweep: the λ that meets router.target (and `serve --target-*`)
         selection["target"] = champion_target(ctx, selection, lm_router, fitted, val_rows, profile, queries)
         if energy_report is not None:
@@ -146,12 +146,21 @@ def knn_evidence(ctx: StageContext, lm_router, knn, val_rows: list[dict]) -> dic
     return choose_knn_evidence(lm_val, knn_val, val_rows, ctx.params.energy_policy.norm, weights)
 
 
-def select_champion(ctx: StageContext, baselines: dict, val_rows: list[dict], evidence: dict | None) -> dict | None:
+def select_champion(ctx: StageContext, baselines: dict, val_rows: list[dict], evidence: dict | None,
+                    energy_report: dict | None = None) -> dict | None:
     """The router to deploy, chosen on val among the LM checkpoints, the LM router with kNN evidence (its
-    cross-fitted val figure) and the ``baselines`` fitted on train (evaluation/selection.py); test plays no part."""
+    cross-fitted val figure), the LM router with per-query energy when it adopted it (its cross-fitted val
+    figure) and the ``baselines`` fitted on train (evaluation/selection.py); test plays no part."""
     from jouleroute.evaluation.selection import Contender, choose
+    from jouleroute.routing.lm.spec import format_lambda
 
     extra = []
+    lm_energy = ((energy_report or {}).get("families") or {}).get("lm") or {}
+    if lm_energy.get("adopted") and not (evidence and not evidence["plain"]):
+        model_dir = lm_router_dir(ctx)
+        shown = model_dir.relative_to(ctx.root) if model_dir.is_relative_to(ctx.root) else model_dir
+        by_lambda = {format_lambda(lam): u for lam, u in lm_energy["cross_fitted"]["by_lambda"].items()}
+        extra.append(Contender("lm", f"{_kept_checkpoint(ctx)}+query-energy", by_lambda, str(shown)))
     if evidence and not evidence["plain"] and evidence["cross_fitted"]["by_lambda"]:
         kept = _kept_checkpoint(ctx)
         model_dir = lm_router_dir(ctx)
@@ -242,6 +251,11 @@ def register(ctx: StageContext, selection: dict | None, run_id: str | None) -> N
     win = selection["winner"]
     pointer = {"family": win["family"], "checkpoint": win["checkpoint"], "model_dir": win["model_dir"] or "",
                "baselines_hash": ctx.section_hash("baselines")}
+    adopted = ((selection.get("query_energy") or {}).get("families") or {}).get(win["family"], {}).get("adopted")
+    if win["family"] == "lm":  # the LM contenders that were scored with it: its own, and the kNN blend's
+        adopted = adopted and ("+query-energy" in win["checkpoint"] or bool(win.get("knn_evidence")))
+    if adopted:  # served deciding with per-query energy, fitted at start-up like the baselines
+        pointer["query_energy"] = "1"
     if win.get("knn_evidence"):  # served as the LM router blended with a kNN fitted with these baselines
         pointer |= {"knn_weight": f"{win['knn_evidence']['weight']:g}", "knn_energy": win["knn_evidence"]["energy"]}
     tags = {"val_utility": win["val_utility"], "runner_up": selection["runner_up"], "margin": selection["margin"],

@@ -100,3 +100,31 @@ def test_a_router_whose_energy_is_already_exact_keeps_it():
     _, report = adopt_on_val({"exact": Exact(CANDIDATES)}, model, val_q, m, profile[profile["split"] == "train"],
                              "energy_j", [0.0, 0.5, 1.0], "max")
     assert report["families"]["exact"]["adopted"] is False
+
+
+def test_the_gateway_refits_the_per_query_energy_a_champion_adopted(tmp_path):
+    """`jouleroute serve` with a champion tagged query_energy: the router it builds decides with ê, fitted at
+    start-up on the profile's train split (gateway/build.py with_query_energy)."""
+    from pydantic import BaseModel
+
+    from jouleroute.energy.config import EnergyPolicy
+    from jouleroute.gateway.build import with_query_energy
+    from jouleroute.paths import PathsConfig
+    from jouleroute.routing.baselines.config import BaselinesConfig
+
+    class Params(BaseModel):
+        paths: PathsConfig = PathsConfig()
+        baselines: BaselinesConfig = BaselinesConfig(embedding={"model": "hashing"})
+        energy_policy: EnergyPolicy = EnergyPolicy()
+
+    profile, queries = _tables()
+    p = Params()
+    for name, frame in (("profile", profile), ("queries", queries)):
+        path = p.paths.resolve(name, tmp_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_parquet(path)
+    served = with_query_energy(p, tmp_path, TaskMeanRouter(profile))
+    asked = pd.DataFrame({"query_id": ["x", "y"], "task": ["alpha", "alpha"],
+                          "question": ["elaborate derivation proof apple item 1", "quick fact apple item 2"]})
+    assert served.route(asked, lam=1.0).candidate_ids == ["big", "small"]
+    assert TaskMeanRouter(profile).route(asked, lam=1.0).candidate_ids == ["big", "big"]  # task means: no difference

@@ -143,6 +143,14 @@ class PerQueryEnergy(Router):
         self.__dict__["energy_norm_used"] = energy_norm
         self.__dict__["candidates"] = list(inner.candidates)
 
+    @property
+    def name(self) -> str:  # Router's class attributes would shadow the inner router's
+        return self.__dict__["inner"].name
+
+    @property
+    def default_lam(self) -> float:
+        return self.__dict__["inner"].default_lam
+
     def __getattr__(self, name: str):
         return getattr(self.__dict__["inner"], name)
 
