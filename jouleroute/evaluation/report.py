@@ -71,9 +71,15 @@ def iso_accuracy_metrics(block: dict) -> dict:
             "oracle_savings_captured_pct", "oracle_savings_captured_pct_ci")
     out = {k: block[k] for k in ("tolerance", "best_single", "best_accuracy", "best_j_per_query",
                                  "oracle_energy_share")}
-    out["policies"] = {name: {k: row[k] for k in keep} for name, row in block["policies"].items()}
+    def row_of(row: dict) -> dict:  # the intervals also as scalars: MLflow logs numbers, not lists
+        bounds = {f"{k}_{side}": row[k][i] for k in ("energy_share_ci", "oracle_savings_captured_pct_ci") if row[k]
+                  for i, side in enumerate(("low", "high"))}
+        return {k: row[k] for k in keep} | bounds
+
+    out["policies"] = {name: row_of(row) for name, row in block["policies"].items()}
     if "champion" in block:
-        out["champion"] = {k: block["champion"][k] for k in ("family", "name") + keep}
+        out["champion"] = {"family": block["champion"]["family"], "name": block["champion"]["name"]} | \
+            row_of(block["champion"])
     return out
 
 

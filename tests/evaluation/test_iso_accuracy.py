@@ -79,5 +79,6 @@ def test_evaluate_reports_the_saving_in_metrics_and_markdown(synthetic, tmp_path
     ok = [r["j_per_query"] for r in members.values() if r["accuracy"] >= single["accuracy"] - 0.05 - 1e-12]
     assert util["reached"] and util["energy_share"] < 1.0
     assert util["energy_share"] == pytest.approx(min(ok) / single["j_per_query"])
+    assert [util["energy_share_ci_low"], util["energy_share_ci_high"]] == util["energy_share_ci"]  # MLflow: scalars
     assert block["champion"]["family"] == "util" and block["champion"]["energy_share"] == util["energy_share"]
     assert "## The saving at the best single model's accuracy" in (tmp_path / "report.md").read_text()

@@ -117,7 +117,7 @@ def test_serve_resolves_the_target_on_the_champions_val_sweep(tmp_path: Path):
 
 
 def test_the_evaluate_stage_chooses_the_target_lambda_on_val_and_reports_test(tmp_path):
-    """The real stage (hashing embeddings, three learned baselines and task_best): the champion's val sweep, the
+    """The real stage (hashing embeddings, kNN, MF and task_best): the champion's val sweep, the
     λ that meets router.target there, its test point; and task_best's iso-accuracy share in metrics.json."""
     from jouleroute.stages.evaluate import evaluate_stage
 
@@ -125,7 +125,7 @@ def test_the_evaluate_stage_chooses_the_target_lambda_on_val_and_reports_test(tm
 
     profile, queries = _data()
     ctx = _stage_repo(tmp_path, profile, queries, router={"target": {"energy_share": 0.6}},
-                      baselines={"families": ["knn", "mlp", "mf", "task_best"], "embedding": {"model": "hashing"}})
+                      baselines={"families": ["knn", "mf", "task_best"], "embedding": {"model": "hashing"}})
     report = evaluate_stage(ctx).report
     target, family = report["target"], report["selection"]["winner"]["family"]
     sweep = target["val_sweep"]
@@ -141,7 +141,7 @@ def test_the_evaluate_stage_chooses_the_target_lambda_on_val_and_reports_test(tm
     assert "task_best" in metrics["routers"] and "task_best" in metrics["iso_accuracy"]["policies"]
     assert metrics["iso_accuracy"]["champion"]["family"] == family
     energy = report["selection"]["query_energy"]  # ê_c(x) measured on val, adopted per family by val utility
-    assert set(energy["families"]) == {"knn", "mlp", "mf"} and energy["n_val_queries"] == 30
+    assert set(energy["families"]) == {"knn", "mf"} and energy["n_val_queries"] == 30
     assert all(row["adopted"] == (row["val_utility_per_query"] > row["val_utility_own"] + 1e-12)
                for row in energy["families"].values())
     assert "## Per-query energy, on val" in (ctx.path("evaluate_dir") / "report.md").read_text()
