@@ -109,3 +109,7 @@ def test_validation_accepts_fractions_for_an_imported_profile_only(fake_ref, tmp
     assert result.success, result.summary()
     with pytest.raises(ValidationError, match="correct has dtype int8"):  # a tournament's profile stays 0/1
         run_validate(paths["profile"], tmp_path / "v2", cfg, queries_path=paths["queries"])
+    invalid = profile.assign(invalid=(profile["candidate_id"] == "small").astype("int8"))  # invalid yet 0.3 right
+    invalid.to_parquet(paths["profile"], schema=pq.read_schema(paths["profile"]).remove_metadata(), index=False)
+    with pytest.raises(ValidationError, match="an invalid answer \\(invalid=1\\) is never counted as correct"):
+        run_validate(paths["profile"], tmp_path / "v3", cfg, queries_path=paths["queries"], fractional_correct=True)

@@ -32,7 +32,7 @@ from jouleroute.routing.baselines.train_table import build_train_table
 from jouleroute.routing.scaffold import learn_scaffolds, strip_queries
 
 _FLOOR_J = 1e-9
-DEFAULT_ALPHAS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e9)  # 1e9: the task mean itself
+DEFAULT_ALPHAS = (0.1, 1.0, 10.0, 100.0, 1e3, 1e4, 1e9)  # 1e9: the task mean itself
 
 
 def _ridge(x: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
