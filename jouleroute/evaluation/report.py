@@ -181,8 +181,9 @@ def iso_accuracy_lines(block: dict | None) -> list[str]:
     span = lambda ci: f"[{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "n/a"
     lines = ["", "## The saving at the best single model's accuracy", "",
              f"Best single `{block['best_single']}`: accuracy {block['best_accuracy']:.3f} at "
-             f"{_f(block['best_j_per_query'])} J/query; the oracle needs {_f(100 * (block['oracle_energy_share'] or 0), 1)}% "
-             f"of that energy. Per policy, its cheapest operating point with test accuracy ≥ {block['best_accuracy']:.3f} − "
+             f"{_f(block['best_j_per_query'])} J/query; the oracle needs "
+             f"{_f(100 * (block['oracle_energy_share'] or 0), 1)}% of that energy. Per policy, its cheapest operating "
+             f"point with test accuracy ≥ {block['best_accuracy']:.3f} − "
              f"{block['tolerance']:g}, as a share of the best single's energy (the best single itself when none "
              f"qualifies: 100%), with {block['confidence']:.0%} paired-bootstrap intervals over the test queries "
              f"({block['samples']} resamples; `{block.get('view', '?')}` view). docs/metrics.md.", "",

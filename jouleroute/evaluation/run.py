@@ -229,7 +229,8 @@ def _per_task_lambda_star(rows: list[dict], lam: np.ndarray, expensive: list[str
     out = {}
     for task in sorted(rows[0]["per_task"]) if rows else []:
         per = [r["per_task"][task] for r in rows]
-        curves = [np.array([x["accuracy"] for x in per]), np.array([sum(x["share"][c] for c in expensive) for x in per])]
+        curves = [np.array([x["accuracy"] for x in per]),
+                  np.array([sum(x["share"][c] for c in expensive) for x in per])]
         out[task] = combined_transition(lam, curves, cfg.min_transition_change).lambda_star
     return out
 

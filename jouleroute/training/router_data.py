@@ -108,7 +108,7 @@ def _expected(value) -> int | float:
 
 
 def _outcomes(frame: pd.DataFrame, energy_column: str, train: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """query_id -> {task, correct: {cid: expected correctness in [0, 1]}, energy: {cid: J}, prior: {cid: task accuracy}}.
+    """query_id -> {task, correct: {cid: correctness in [0, 1]}, energy: {cid: J}, prior: {cid: task accuracy}}.
 
     ``prior`` is each candidate's TRAIN accuracy on the query's task, leaving the query
     itself out when it is a train query (its own outcome is counted once, not twice); a

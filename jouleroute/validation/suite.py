@@ -129,8 +129,8 @@ def profile_expectations(
         out.append(_expect(E.ExpectColumnValuesToBeBetween(column="correct", min_value=0.0, max_value=1.0),
                            "range", "correct is an expected correctness in [0, 1]"))
         if has("invalid"):
-            out.append(_expect(E.ExpectColumnValuesToBeInSet(column="correct", value_set=[0], row_condition="invalid==1",
-                                                              condition_parser="pandas"),
+            out.append(_expect(E.ExpectColumnValuesToBeInSet(column="correct", value_set=[0],
+                                                              row_condition="invalid==1", condition_parser="pandas"),
                                "range", "an invalid answer (invalid=1) is never counted as correct"))
     elif has("correct", "invalid"):
         out.append(

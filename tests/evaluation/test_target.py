@@ -134,7 +134,8 @@ def test_the_evaluate_stage_chooses_the_target_lambda_on_val_and_reports_test(tm
                           sweep["best_single_accuracy"], sweep["best_single_j_per_query"])
     assert target["choice"] == again
     if again["met_on_val"]:
-        assert target["test"]["router"] == f"{family}:{again['lam']:g}" and target["test"]["met_on_test"] in (True, False)
+        assert target["test"]["router"] == f"{family}:{again['lam']:g}"
+        assert target["test"]["met_on_test"] in (True, False)
     else:
         assert target["test"]["met_on_test"] is None
     metrics = json.loads((ctx.path("evaluate_dir") / "metrics.json").read_text())
