@@ -108,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--host", help="address to bind (default: gateway.host, 127.0.0.1)")
             sp.add_argument("--port", type=int, help="port (default: gateway.port, 8080)")
             sp.add_argument("--config", help="YAML file with the gateway section (default: params' gateway)")
+            target = sp.add_mutually_exclusive_group()
+            target.add_argument("--target-energy-share", type=float, metavar="SHARE",
+                                help="serve the champion at the λ that val chose to spend at most SHARE of the best "
+                                     "single model's energy (e.g. 0.5; sets router.target.energy_share)")
+            target.add_argument("--target-accuracy", type=float, metavar="ACC",
+                                help="serve the champion at the cheapest λ that reached accuracy ACC on val "
+                                     "(sets router.target.accuracy_floor)")
         if name == "flow":
             sp.add_argument("flow_args", nargs=argparse.REMAINDER, help="passed to `jouleroute-flow`")
         if name == "data":

@@ -40,7 +40,7 @@ PROFILE_SCHEMA = pa.schema(
         pa.field("candidate_id", pa.string(), nullable=False),
         pa.field("task", pa.string(), nullable=False),
         pa.field("split", pa.string(), nullable=False),
-        pa.field("correct", pa.int8(), nullable=False),  # 1 right, 0 wrong (invalid counts as wrong)
+        pa.field("correct", pa.int8(), nullable=False),  # 1 right, 0 wrong (invalid counts as wrong); see below
         pa.field("invalid", pa.int8(), nullable=False),  # 1 when no answer could be extracted
         pa.field("extracted_answer", pa.string(), nullable=True),
         pa.field("output_text", pa.string(), nullable=True),
@@ -63,6 +63,18 @@ PROFILE_SCHEMA = pa.schema(
 )
 
 PROFILE_COLUMNS = tuple(PROFILE_SCHEMA.names)
+
+# An imported profile may carry an *expected* correctness in [0, 1] (e.g. pass@1 averaged over samples):
+# the same columns with ``correct`` as float64. Every reader treats ``correct`` as an expectation (accuracy
+# is its mean, utilities and rewards use it as is); a live tournament always writes 0/1 (int8).
+FRACTIONAL_PROFILE_SCHEMA = PROFILE_SCHEMA.set(
+    PROFILE_SCHEMA.get_field_index("correct"), pa.field("correct", pa.float64(), nullable=False))
+
+
+def profile_schema(correct) -> pa.Schema:
+    """PROFILE_SCHEMA when every ``correct`` value is 0 or 1 (int8, as before), else FRACTIONAL_PROFILE_SCHEMA."""
+    values = [float(v) for v in correct]
+    return PROFILE_SCHEMA if all(v in (0.0, 1.0) for v in values) else FRACTIONAL_PROFILE_SCHEMA
 QUERY_COLUMNS = tuple(QUERY_SCHEMA.names)
 
 

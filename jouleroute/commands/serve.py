@@ -38,6 +38,21 @@ def with_address(cfg, host: str | None, port: int | None):
     return cfg.model_validate(cfg.model_dump(exclude_unset=True) | update) if update else cfg
 
 
+def with_target(params, share: float | None, accuracy: float | None):
+    """``params`` with the command line's --target-energy-share / --target-accuracy as ``router.target``."""
+    if share is None and accuracy is None:
+        return params
+    from pydantic import ValidationError
+
+    from jouleroute.routing.target import RouterTarget
+
+    try:
+        target = RouterTarget(energy_share=share, accuracy_floor=accuracy)
+    except ValidationError as error:
+        raise ParamsError(f"--target-energy-share/--target-accuracy: {error.errors()[0]['msg']}") from None
+    return params.model_copy(update={"router": params.router.model_copy(update={"target": target})})
+
+
 def serve_command(ctx: StageContext, args) -> None:
     import uvicorn
 
@@ -46,8 +61,9 @@ def serve_command(ctx: StageContext, args) -> None:
 
     cfg = with_address(load_gateway_config(ctx, getattr(args, "config", None)), getattr(args, "host", None),
                        getattr(args, "port", None))
+    params = with_target(ctx.params, getattr(args, "target_energy_share", None), getattr(args, "target_accuracy", None))
     try:
-        gateway = build_gateway(ctx.params, ctx.root, cfg)
+        gateway = build_gateway(params, ctx.root, cfg)
     except (ValueError, FileNotFoundError) as error:
         raise ParamsError(str(error)) from None
     logger.info("serving %s on http://%s:%d/v1 (router %s)", gateway.models, cfg.host, cfg.port,

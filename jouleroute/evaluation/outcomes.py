@@ -36,7 +36,7 @@ class ProfileMatrix:
     query_ids: list[str]
     tasks: np.ndarray  # (Q,) task of each query
     candidates: list[str]
-    correct: np.ndarray  # (Q, C) 0/1
+    correct: np.ndarray  # (Q, C) expected correctness in [0, 1] (0/1 for a tournament)
     energy_j: np.ndarray  # (Q, C)
     latency_s: np.ndarray  # (Q, C)
     source: np.ndarray  # (Q, C) energy_source label of each cell
@@ -131,14 +131,14 @@ def single_outcomes(m: ProfileMatrix) -> list[Outcome]:
 
 
 def oracle_index(m: ProfileMatrix) -> np.ndarray:
-    """Per query: the cheapest correct candidate, or the cheapest one when none is correct.
+    """Per query: the cheapest of the candidates with the highest (expected) correctness; on 0/1 outcomes
+    the cheapest correct candidate, or the cheapest one when none is correct.
 
     Ties go to the earlier candidate id (candidates are sorted), so the oracle is deterministic.
     """
-    penalty = np.where(m.correct > 0, 0.0, np.inf)  # wrong candidates only when nothing is right
-    best_correct = np.argmin(m.energy_j + penalty, axis=1)
-    cheapest = np.argmin(m.energy_j, axis=1)
-    return np.where(m.correct.max(axis=1) > 0, best_correct, cheapest)
+    top = m.correct.max(axis=1, keepdims=True)
+    penalty = np.where(m.correct >= top - 1e-12, 0.0, np.inf)  # only the most likely right ones
+    return np.argmin(m.energy_j + penalty, axis=1)
 
 
 def oracle_outcome(m: ProfileMatrix) -> Outcome:

@@ -96,6 +96,34 @@ def plot_lambda_sweep(sweep: dict[str, dict], energy_label: str, path: Path) -> 
     return _save(fig, path)
 
 
+def plot_lambda_star_by_task(stars: dict[str, dict[str, float | None]], lambdas: list[float] | None,
+                             path: Path) -> Path:
+    """λ* of every family on every task (the phase transition across tasks); a task where a family shows no
+    transition is drawn as an open marker at the bottom of the grid."""
+    tasks = sorted({t for per in stars.values() for t in per})
+    fig = Figure(figsize=(max(6.0, 0.6 * len(tasks) + 3), 4.5))
+    ax = fig.add_subplot()
+    floor = min(lambdas) if lambdas else min([v for per in stars.values() for v in per.values() if v] or [1e-3])
+    for i, (fam, per) in enumerate(sorted(stars.items())):
+        x = np.arange(len(tasks)) + (i - (len(stars) - 1) / 2) * 0.08
+        found = [(xi, per.get(t)) for xi, t in zip(x, tasks) if per.get(t)]
+        none = [xi for xi, t in zip(x, tasks) if not per.get(t)]
+        if found:
+            ax.scatter(*zip(*found), color=f"C{i % 10}", label=fam, zorder=3)
+        if none:
+            ax.scatter(none, [floor] * len(none), facecolors="none", edgecolors=f"C{i % 10}", zorder=3,
+                       label=None if found else f"{fam} (no transition)")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(tasks)))
+    ax.set_xticklabels(tasks, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("lambda* (combined transition)")
+    ax.set_title("Phase transition per task (open: no transition on the grid)", fontsize=9)
+    ax.grid(alpha=0.3)
+    if stars:
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
 def plot_candidates(summary: dict[str, dict], energy_label: str, path: Path) -> Path:
     """The tournament's accuracy-energy scatter: one point per candidate (``profile_summary`` figures)."""
     fig = Figure(figsize=(6.5, 4.5))

@@ -13,7 +13,8 @@ import math
 from pathlib import Path
 
 from jouleroute.evaluation.config import EvaluateConfig
-from jouleroute.evaluation.plots import plot_accuracy_vs_energy, plot_lambda_sweep, plot_routing_mix, safe_name
+from jouleroute.evaluation.plots import (plot_accuracy_vs_energy, plot_lambda_star_by_task, plot_lambda_sweep,
+                                        plot_routing_mix, safe_name)
 
 
 def clean(value):
@@ -52,13 +53,34 @@ def headline_metrics(report: dict) -> dict:
         "routers": routers,
         "families": {
             f: {"aiq": v["views"][view]["aiq"], "aiq_lift": v["views"][view]["aiq_lift"],
-                "lambda_star": v.get("lambda_star"),
+                "lambda_star": v.get("lambda_star"), "lambda_star_per_task": v.get("lambda_star_per_task", {}),
                 "transition_width_log10": v.get("transitions", {}).get("combined", {}).get("width_log10")}
             for f, v in report["families"].items()
         },
         **({"aiq_difference": report["aiq_difference"]} if "aiq_difference" in report else {}),
+        **({"iso_accuracy": iso_accuracy_metrics(report["iso_accuracy"])} if "iso_accuracy" in report else {}),
+        **({"target": {k: v for k, v in report["target"].items() if k != "val_sweep"}}
+           if report.get("target", {}).get("choice") else {}),
         **({"selection": report["selection"]} if "selection" in report else {}),
     }
+
+
+def iso_accuracy_metrics(block: dict) -> dict:
+    """metrics.json's compact copy: per policy (and the champion) the share, its CI and the oracle share."""
+    keep = ("reached", "point", "accuracy", "j_per_query", "energy_share", "energy_share_ci",
+            "oracle_savings_captured_pct", "oracle_savings_captured_pct_ci")
+    out = {k: block[k] for k in ("tolerance", "best_single", "best_accuracy", "best_j_per_query",
+                                 "oracle_energy_share")}
+    def row_of(row: dict) -> dict:  # the intervals also as scalars: MLflow logs numbers, not lists
+        bounds = {f"{k}_{side}": row[k][i] for k in ("energy_share_ci", "oracle_savings_captured_pct_ci") if row[k]
+                  for i, side in enumerate(("low", "high"))}
+        return {k: row[k] for k in keep} | bounds
+
+    out["policies"] = {name: row_of(row) for name, row in block["policies"].items()}
+    if "champion" in block:
+        out["champion"] = {"family": block["champion"]["family"], "name": block["champion"]["name"]} | \
+            row_of(block["champion"])
+    return out
 
 
 def _f(x, digits: int = 3) -> str:
@@ -109,8 +131,17 @@ def markdown(report: dict) -> str:
             t, v = f["transitions"]["combined"], f["views"][view]
             lines.append(f"| {fam} | {_f(v['aiq'])} | {_f(v['aiq_lift'])} | {_f(f['lambda_star'])} "
                          f"| {_f(t['width_log10'])} | {_f(t['resolved'])} |")
+        lines += ["", "λ* per task (the same detector on each task's accuracy and expensive share; n/a: no "
+                      "transition on the grid; plots/lambda_star_by_task.png):", "",
+                  "| family | " + " | ".join(report["tasks"]) + " |", "|---|" + "---|" * len(report["tasks"])]
+        for fam, f in report["families"].items():
+            per = f.get("lambda_star_per_task", {})
+            lines.append(f"| {fam} | " + " | ".join(_f(per.get(t)) for t in report["tasks"]) + " |")
     lines += comparison_lines(report.get("aiq_difference"))
+    lines += iso_accuracy_lines(report.get("iso_accuracy"))
+    lines += target_lines(report.get("target"))
     lines += selection_lines(report.get("selection"))
+    lines += query_energy_lines((report.get("selection") or {}).get("query_energy"))
     lines += ["", "## Accuracy per task", "", "| policy | " + " | ".join(report["tasks"]) + " |",
               "|---|" + "---|" * len(report["tasks"])]
     for name, e in list(report["singles"].items()) + [("oracle", report["oracle"])] + list(report["routers"].items()):
@@ -138,6 +169,79 @@ def comparison_lines(block: dict | None) -> list[str]:
         word = {"win": f"{ref} wins", "loss": f"{ref} loses", "tie": "tie"}[row["verdict"]]
         lines.append(f"| {fam} | {row['aiq']:.3f} | {row['difference']:+.4f} | "
                      f"[{row['ci_low']:+.4f}, {row['ci_high']:+.4f}] | {word} |")
+    return lines
+
+
+def iso_accuracy_lines(block: dict | None) -> list[str]:
+    """The saving in a user's terms: energy at the best single's accuracy, and the oracle's savings captured.
+    Shared by report.md and the generated study pages."""
+    if not block:
+        return []
+    pct = lambda ci: f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "n/a"
+    span = lambda ci: f"[{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "n/a"
+    lines = ["", "## The saving at the best single model's accuracy", "",
+             f"Best single `{block['best_single']}`: accuracy {block['best_accuracy']:.3f} at "
+             f"{_f(block['best_j_per_query'])} J/query; the oracle needs "
+             f"{_f(100 * (block['oracle_energy_share'] or 0), 1)}% of that energy. Per policy, its cheapest operating "
+             f"point with test accuracy ≥ {block['best_accuracy']:.3f} − "
+             f"{block['tolerance']:g}, as a share of the best single's energy (the best single itself when none "
+             f"qualifies: 100%), with {block['confidence']:.0%} paired-bootstrap intervals over the test queries "
+             f"({block['samples']} resamples; `{block.get('view', '?')}` view). docs/metrics.md.", "",
+             "| policy | reached | point | accuracy | J/query | energy share % | CI | oracle savings captured % | CI |",
+             "|---|---|---|---:|---:|---:|---|---:|---|"]
+    rows = list(block["policies"].items())
+    if "champion" in block:
+        rows = [(f"**champion** ({block['champion']['name']})", block["champion"])] + rows
+    for name, row in rows:
+        share = row["energy_share"]
+        lines.append(f"| {name} | {_f(row['reached'])} | {row['point'] or 'best single'} | {row['accuracy']:.3f} "
+                     f"| {_f(row['j_per_query'])} | {_f(None if share is None else 100 * share, 1)} "
+                     f"| {pct(row['energy_share_ci'])} | {_f(row['oracle_savings_captured_pct'], 1)} "
+                     f"| {span(row['oracle_savings_captured_pct_ci'])} |")
+    return lines
+
+
+def target_lines(block: dict | None) -> list[str]:
+    """A target instead of a λ: the λ val chose for ``router.target``, and how test met it (or why none could)."""
+    if not block or not block.get("choice"):
+        return []
+    choice, test = block["choice"], block.get("test", {})
+    goal = (f"at most {choice['value']:.0%} of the best single model's energy" if choice["kind"] == "energy_share"
+            else f"an accuracy of at least {choice['value']:.3f}")
+    lines = ["", "## A target instead of a λ", "",
+             f"`router.target`: {goal} (models' energy, router overhead excluded). The champion's family "
+             f"(`{block.get('family')}`) on {block['val_sweep']['n_queries']} val queries, best single on val "
+             f"`{block['val_sweep']['best_single']}`:", ""]
+    if not choice["met_on_val"]:
+        return lines + [f"**Not met on val**: {choice['reason']}. No λ is chosen; the target is not clipped.", ""]
+    lines.append(f"λ = {choice['lam']:g} meets it on val: accuracy {choice['val_accuracy']:.3f}, "
+                 f"{choice['val_energy_share']:.1%} of the best single's energy.")
+    if test.get("met_on_test") is None:
+        lines.append(f"On test: {test.get('note', 'no test point at that λ')}.")
+    else:
+        lines.append(f"On test at that λ (`{test['router']}`): accuracy {test['accuracy']:.3f} (best single "
+                     f"`{test['best_single']}` {test['best_single_accuracy']:.3f}), "
+                     f"{test['energy_share']:.1%} of the best single's energy: target "
+                     + ("**met** on test." if test["met_on_test"] else "**missed** on test."))
+    return lines
+
+
+def query_energy_lines(block: dict | None) -> list[str]:
+    """Per-query energy ê_c(x) on val: its error against the task mean, and which families decide with it."""
+    if not block:
+        return []
+    own, base = block["energy_error_val"]["per_query"], block["energy_error_val"]["task_mean"]
+    lines = ["", "## Per-query energy, on val", "",
+             f"Each candidate's joules predicted from the query (ridge on the sentence embedding around the task's "
+             f"log-mean; routing/baselines/query_energy.py), on {block['n_val_queries']} val queries: mean relative "
+             f"error {own['relative_error']:.3f} (task mean {base['relative_error']:.3f}), RMSE of log joules "
+             f"{own['log_rmse']:.3f} (task mean {base['log_rmse']:.3f}). A family decides with it only where its "
+             "mean val utility rises:", "",
+             "| family | val utility, own energy | val utility, per-query energy | own energy's relative error | "
+             "adopted |", "|---|---:|---:|---:|---|"]
+    for family, row in block["families"].items():
+        lines.append(f"| {family} | {row['val_utility_own']:.4f} | {row['val_utility_per_query']:.4f} "
+                     f"| {row['energy_error_val_own']:.3f} | {_f(row['adopted'])} |")
     return lines
 
 
@@ -219,6 +323,9 @@ def _plots(report: dict, plot_dir: Path) -> dict[str, Path]:
     if report["families"]:
         sweeps = {f: {**v["sweep"], "lambda_star": v["lambda_star"]} for f, v in report["families"].items()}
         out["lambda_sweep"] = plot_lambda_sweep(sweeps, src, plot_dir / "lambda_sweep.png")
+        out["lambda_star_by_task"] = plot_lambda_star_by_task(
+            {f: v.get("lambda_star_per_task", {}) for f, v in report["families"].items()},
+            report["config"]["lambdas"] if "config" in report else None, plot_dir / "lambda_star_by_task.png")
     by_cost = sorted(report["candidates"], key=lambda c: points["singles"][c][0])
     for fam in sorted({r["family"] for r in routers.values()}):
         members = sorted((n for n, r in routers.items() if r["family"] == fam), key=lambda n: routers[n]["lam"] or 0)

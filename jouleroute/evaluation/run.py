@@ -21,6 +21,7 @@ import pandas as pd
 from jouleroute.energy.config import EnergyPolicy
 from jouleroute.evaluation.bootstrap import paired_aiq_difference
 from jouleroute.evaluation.config import EvaluateConfig
+from jouleroute.evaluation.iso_accuracy import iso_accuracy
 from jouleroute.evaluation.frontier import (Point, aiq, check_oracle, cheapest_and_best, pareto_mask, pgr,
                                             savings_captured_pct)
 from jouleroute.evaluation.metrics import outcome_metrics
@@ -163,7 +164,24 @@ def evaluate_outcomes(m: ProfileMatrix, runs: list[RouterRun], cfg: EvaluateConf
     report["expensive_candidates"] = _sweeps(report, families, cfg, headline)
     if REFERENCE_FAMILY in families and len(families) > 1 and cfg.bootstrap_samples > 0:
         report["aiq_difference"] = _aiq_difference(singles, routers, families, cfg, headline)
+    report["iso_accuracy"] = _iso_accuracy(report, singles, oracle, routers, families, cfg, headline)
     return report
+
+
+def _iso_accuracy(report: dict, singles: list[Outcome], oracle: Outcome, routers: list[Outcome],
+                  families: dict[str, list[RouterRun]], cfg: EvaluateConfig, view: str) -> dict:
+    """Each family's (and each other router's) cheapest point at the best single's accuracy − tolerance, as a
+    share of the best single's energy, and the share of the oracle's savings it captures (iso_accuracy.py)."""
+    with_overhead = VIEWS[view]
+    best = next(o for o in singles if o.name == report["views"][view]["best_single"])
+    by_name = {o.name: o for o in routers}
+    stack = lambda outs: (np.stack([o.correct for o in outs], axis=1),
+                          np.stack([o.energy(with_overhead) for o in outs], axis=1), [o.name for o in outs])
+    policies = {fam: stack([by_name[r.name] for r in members]) for fam, members in families.items()}
+    policies |= {o.name: stack([o]) for o in routers if o.family not in families}
+    block = iso_accuracy(best.correct, best.energy(with_overhead), oracle.energy(with_overhead), policies,
+                         cfg.accuracy_tolerance, cfg.bootstrap_samples, cfg.confidence, cfg.seed)
+    return {**block, "best_single": best.name, "view": view}
 
 
 def _aiq_difference(singles: list[Outcome], routers: list[Outcome], families: dict[str, list[RouterRun]],
@@ -200,8 +218,21 @@ def _sweeps(report: dict, families: dict[str, list[RouterRun]], cfg: EvaluateCon
             lam, [np.asarray(sweep["accuracy"]), np.asarray(sweep["expensive_share"])],
             cfg.min_transition_change).to_dict()
         report["families"][fam].update(sweep=sweep, transitions=transitions,
-                                       lambda_star=transitions["combined"]["lambda_star"])
+                                       lambda_star=transitions["combined"]["lambda_star"],
+                                       lambda_star_per_task=_per_task_lambda_star(rows, lam, expensive, cfg))
     return expensive
+
+
+def _per_task_lambda_star(rows: list[dict], lam: np.ndarray, expensive: list[str], cfg: EvaluateConfig) -> dict:
+    """λ* of the family on each task alone: the same combined detector on the task's accuracy and expensive
+    share against λ (None where neither changes by evaluate.min_transition_change)."""
+    out = {}
+    for task in sorted(rows[0]["per_task"]) if rows else []:
+        per = [r["per_task"][task] for r in rows]
+        curves = [np.array([x["accuracy"] for x in per]),
+                  np.array([sum(x["share"][c] for c in expensive) for x in per])]
+        out[task] = combined_transition(lam, curves, cfg.min_transition_change).lambda_star
+    return out
 
 
 def run_evaluate(
@@ -229,7 +260,16 @@ def run_evaluate(
     report["energy_policy"] = energy.model_dump(mode="json")
     report["provenance"] = dict(run_tags or {})
     if selection:
-        report["selection"] = clean(selection)
+        report["selection"] = clean({k: v for k, v in selection.items() if k != "target"})
+        champion = selection.get("winner", {}).get("family")
+        if selection.get("target"):  # a target instead of a λ: chosen on val, met (or not) on test
+            from jouleroute.evaluation.target import on_test
+
+            report["target"] = clean({**selection["target"], "family": champion,
+                                      "test": on_test(report, champion, selection["target"])})
+        if champion in report["iso_accuracy"]["policies"]:  # the champion's test saving, as its family's
+            report["iso_accuracy"]["champion"] = {"family": champion, "name": selection["winner"].get("name"),
+                                                  **report["iso_accuracy"]["policies"][champion]}
     metrics, paths = write_outputs(report, Path(out_dir), cfg)
     result = EvaluationResult(metrics=metrics, report=report, paths=paths)
     if run is not None:

@@ -88,17 +88,42 @@ def champion_router(p: Params, root: Path) -> GatewayRouterConfig | None:
     logger.info("serving the champion: %s (%s version %s, mean val utility %s, margin over %s: %s)",
                 family if family != "lm" else f"lm/{found.get('checkpoint')}", found["name"], found["version"],
                 found.get("val_utility"), found.get("runner_up"), found.get("margin"))
+    query_energy = found.get("query_energy") == "1"  # the champion decides with per-query energy
     if family != "lm":
-        return GatewayRouterConfig(kind=family)
+        return GatewayRouterConfig(kind=family, query_energy=query_energy)
     return GatewayRouterConfig(kind=family, path=found.get("model_dir") or None,
                                knn_weight=float(found.get("knn_weight") or 0.0),
-                               knn_energy=found.get("knn_energy") or "first")
+                               knn_energy=found.get("knn_energy") or "first", query_energy=query_energy)
+
+
+def target_lam(p: Params, root: Path, rc: GatewayRouterConfig, serving_champion: bool) -> GatewayRouterConfig:
+    """``rc`` at the λ that meets ``router.target`` on the champion's val sweep (the evaluate stage's
+    report.json, ``target.val_sweep``; routing/target.py); ``rc`` unchanged without a target."""
+    if p.router.target is None:
+        return rc
+    import json
+
+    from jouleroute.routing.target import resolve_lambda
+
+    if not serving_champion:
+        raise ValueError("router.target is resolved on the champion's val sweep, but gateway.router names another "
+                         "router: drop gateway.router to serve the champion, or give gateway.router.lam")
+    report = p.paths.resolve("evaluate_dir", root) / "report.json"
+    sweep = (json.loads(report.read_text()).get("target") or {}).get("val_sweep") if report.is_file() else None
+    if not sweep:
+        raise FileNotFoundError(f"router.target needs the champion's val sweep in {report}; run the evaluate stage")
+    lam = resolve_lambda(p.router.target, sweep)  # raises TargetNotMet (a ValueError) with the closest λ
+    logger.info("router.target %s %g: serving at λ=%g, chosen on val", p.router.target.kind, p.router.target.value,
+                lam)
+    return rc.model_copy(update={"lam": lam})
 
 
 def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> GatewayRouter:
     rc = cfg.router
-    if "router" not in cfg.model_fields_set:  # no router configured: the champion, when there is one
+    champion = "router" not in cfg.model_fields_set  # no router configured: the champion, when there is one
+    if champion:
         rc = champion_router(p, root) or rc
+    rc = target_lam(p, root, rc, champion)
     low, high = min(p.router_data.lambdas), max(p.router_data.lambdas)
     if rc.kind == "lm":
         from jouleroute.routing.lm.router import LMRouter
@@ -109,6 +134,8 @@ def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> Gat
             raise FileNotFoundError(f"gateway.router: no trained LM router at {path}; run `make run` (or `dvc repro "
                                     "grpo`) first, or set gateway.router.path / gateway.router.kind")
         lm = LMRouter(path, meter=meter, cfg=p.router.model_copy(update={"precision": rc.precision}))
+        if rc.query_energy:
+            lm = with_query_energy(p, root, lm)
         if rc.knn_weight == 0 and rc.knn_energy == "first":
             return lm_gateway_router(lm, rc.lam)
         from jouleroute.routing.blend import BlendRouter
@@ -121,7 +148,26 @@ def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> Gat
         from jouleroute.routing.baselines.simple import AlwaysRouter
 
         return ScoringGatewayRouter(AlwaysRouter(rc.candidate, p.candidate_ids), (low, high), low)
-    return ScoringGatewayRouter(fitted_baseline(p, rc.kind, root, meter), (low, high), rc.lam)
+    baseline = fitted_baseline(p, rc.kind, root, meter)
+    return ScoringGatewayRouter(with_query_energy(p, root, baseline) if rc.query_energy else baseline, (low, high),
+                                rc.lam)
+
+
+def with_query_energy(p: Params, root: Path, router):
+    """``router`` deciding with per-query energy ê_c(x), fitted at start-up on the profile as evaluate fits it."""
+    import pandas as pd
+
+    from jouleroute.routing.baselines.embeddings import build_embedder
+    from jouleroute.routing.baselines.query_energy import PerQueryEnergy, QueryEnergyModel
+
+    profile = pd.read_parquet(p.paths.resolve("profile", root))
+    queries = pd.read_parquet(p.paths.resolve("queries", root))
+    embedding = p.baselines.embedding.model_copy(update={"cache_dir": None})
+    model = QueryEnergyModel(router.candidates, build_embedder(embedding), seed=p.baselines.seed,
+                             strip_scaffold=p.baselines.strip_scaffold)
+    model.fit(profile, queries, energy_column=p.energy_policy.column, split=p.baselines.train_split)
+    logger.info("the router decides with per-query energy (fitted on %s)", p.baselines.train_split)
+    return PerQueryEnergy(router, model, p.energy_policy.norm)
 
 
 def fitted_baseline(p: Params, kind: str, root: Path, meter: Meter):

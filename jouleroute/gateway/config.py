@@ -39,6 +39,9 @@ class GatewayRouterConfig(StrictModel):
     # lm: the router's arithmetic when serving (router.precision's choices). native: bf16 where the hardware
     # multiplies it natively (~3x faster on an AMX CPU; agreement with fp32 on val: docs/router-training.md)
     precision: Literal["auto", "fp32", "bf16", "native"] = "native"
+    # decide with per-query energy ê_c(x) (routing/baselines/query_energy.py), fitted at start-up on the profile's
+    # train split, as the evaluate stage adopted it on val (a champion's tag query_energy)
+    query_energy: bool = False
 
     @model_validator(mode="after")
     def _always_needs_candidate(self) -> "GatewayRouterConfig":

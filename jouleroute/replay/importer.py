@@ -22,7 +22,7 @@ from jouleroute.replay.config import ImportConfig
 from jouleroute.replay.energy_model import build_token_model
 from jouleroute.replay.outcome_table import (
     OPTIONAL_COLUMNS, REQUIRED_COLUMNS, OutcomeTable, OutcomeTableError, check_candidates, check_same_per_query,
-    check_unique_pairs, flags, numbers, read_outcome_table, texts,
+    check_unique_pairs, expected_correct, flags, numbers, read_outcome_table, texts,
 )  # fmt: skip
 from jouleroute.replay.stage import config_run_id
 from jouleroute.replay.tables import hash_fraction, pool_summary, price_modelled, write_outputs
@@ -199,7 +199,7 @@ def run_import(cfg: ImportConfig, repo_root: Path, queries_out: Path, profile_ou
     profile = pd.DataFrame(
         {
             "query_id": query_ids, "candidate_id": candidates, "task": per_query["task"], "split": splits,
-            "correct": np.asarray(flags(table, "correct"), dtype=np.int8),
+            "correct": np.asarray(expected_correct(table, "correct"), dtype=np.float64),  # an expectation in [0, 1]
             "invalid": np.asarray(flags(table, "invalid", default=0), dtype=np.int8),
             "extracted_answer": texts(table, "extracted_answer", required=False),
             "output_text": texts(table, "output_text", required=False),

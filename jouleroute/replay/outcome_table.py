@@ -130,6 +130,26 @@ def flags(table: OutcomeTable, column: str, default: int | None = None) -> list[
     return out
 
 
+def expected_correct(table: OutcomeTable, column: str) -> list[float]:
+    """An expected-correctness column: a number in [0, 1] (0/1, or a fraction such as pass@1 averaged over
+    samples), or true/false, yes/no."""
+    out = []
+    for row, value in enumerate(table.cells(column)):
+        text = str(value).strip().lower()
+        if isinstance(value, bool) or text in _TRUE or text in _FALSE:
+            out.append(float(value) if isinstance(value, bool) else float(text in _TRUE))
+            continue
+        try:
+            number = float(value) if value is not None else math.nan
+        except (TypeError, ValueError):
+            number = math.nan
+        if not (math.isfinite(number) and 0.0 <= number <= 1.0):
+            raise table.fail(row, column, f"expected a number in [0, 1] (an expected correctness) or true/false, "
+                                          f"got {value!r}")
+        out.append(number)
+    return out
+
+
 def numbers(table: OutcomeTable, column: str, kind: type, minimum: float, strict: bool) -> list[float | int | None]:
     """A numeric column with a lower bound (``strict``: value > minimum); empty cells are None."""
     out: list[float | int | None] = []

@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from jouleroute.atomic import atomic_write_table
-from jouleroute.schema import ENERGY_SOURCES, PROFILE_SCHEMA, QUERY_SCHEMA, SPLITS
+from jouleroute.schema import ENERGY_SOURCES, PROFILE_SCHEMA, QUERY_SCHEMA, SPLITS, profile_schema
 
 if TYPE_CHECKING:  # types only: energy_model is the lower module
     from jouleroute.replay.energy_model import TokenEnergyModel
@@ -99,6 +99,10 @@ def check_profile(profile: pd.DataFrame, what: str) -> None:
     unknown = ~profile["energy_source"].isin(ENERGY_SOURCES)
     if unknown.any():
         raise ValueError(f"{what}: energy_source not one of {ENERGY_SOURCES}: {_where(profile, unknown)}")
+    correct = pd.to_numeric(profile["correct"], errors="coerce")
+    bad_correct = ~correct.between(0.0, 1.0)
+    if bad_correct.any():
+        raise ValueError(f"{what}: 'correct' must be in [0, 1], not for {_where(profile, bad_correct)}")
     bad_split = ~profile["split"].isin(SPLITS)
     if bad_split.any():
         raise ValueError(f"{what}: split not one of {SPLITS}: {_where(profile, bad_split)}")
@@ -136,7 +140,8 @@ def write_outputs(
         path.parent.mkdir(parents=True, exist_ok=True)
     # Atomic and fsynced: a kill mid-write never leaves a torn table that looks complete.
     atomic_write_table(_table(queries, QUERY_SCHEMA), queries_out)
-    atomic_write_table(_table(profile, PROFILE_SCHEMA), profile_out)
+    # int8 0/1 as the tournament writes it; float64 when some correctness is a fraction (schema.py)
+    atomic_write_table(_table(profile, profile_schema(profile["correct"])), profile_out)
     sidecar = provenance_path(profile_out)
     atomic_write_table(_table(provenance, PROVENANCE_SCHEMA), sidecar)
     return sidecar

@@ -22,6 +22,7 @@ from jouleroute.routing.baselines.learned import LearnedRouter
 from jouleroute.routing.baselines.mf import MFRouter
 from jouleroute.routing.baselines.mlp import MLPRouter
 from jouleroute.routing.baselines.simple import AlwaysRouter, OracleRouter, RandomRouter
+from jouleroute.routing.baselines.task_best import TaskBestRouter
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ ROUTER_FAMILIES: dict[str, type[Router]] = {
     "knn": KNNRouter,
     "mlp": MLPRouter,
     "mf": MFRouter,
+    "task_best": TaskBestRouter,  # each task to its most accurate candidate on train (a fixed rule)
 }
 
 
@@ -97,6 +99,8 @@ def build_router(
         if outside:
             raise ValueError(f"random mix names candidates outside the pool: {outside}")
         return RandomRouter(mix, seed=cfg.seed)
+    if family == "task_best":
+        return TaskBestRouter(candidates).fit(profile_train, energy_column=energy.column, split=cfg.train_split)
     if family == "oracle":
         if eval_profile is None:
             raise ValueError("the oracle needs eval_profile: the profile rows of the queries it will route")

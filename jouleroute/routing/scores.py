@@ -141,6 +141,12 @@ class Scores:
         return cls(list(query_ids), list(candidates), merit, normalize_energy(energy_j, energy_norm),
                    np.asarray(energy_j, dtype=np.float64), **rest)
 
+    def with_energy(self, energy_j: np.ndarray, energy_norm: str) -> "Scores":
+        """The same merit with another energy estimate (e.g. per-query predictions), its cost normalized
+        with ``energy_norm``; columns in ``candidates``' order."""
+        energy = np.asarray(energy_j, dtype=np.float64)
+        return replace(self, cost=normalize_energy(energy, energy_norm), energy_j=energy)
+
     def in_order(self, candidates: Sequence[str]) -> "Scores":
         """The same scores with the candidate columns in ``candidates``' order (the same set)."""
         if list(candidates) == self.candidates:

@@ -87,12 +87,16 @@ def cheapest_correct_label(
 ) -> str:
     """Lowest-energy candidate that answered correctly; ``fallback`` when none did.
 
+    With an expected correctness in [0, 1], "answered correctly" means the highest expectation (> 0)
+    of the query's candidates; on 0/1 outcomes the two readings are the same.
+
     ``fallback="cheapest"``: the query's cheapest candidate (nobody gets it right, so
     spend as little as possible). ``fallback="most_accurate_on_task"``: the candidate
     with the best TRAIN accuracy on the query's task (ties: lower mean energy), betting
     that the profile's miss was noise.
     """
-    right = [c for c in candidates if correct[c]]
+    top = max(float(correct[c]) for c in candidates)  # an expected correctness: the most likely right ones
+    right = [c for c in candidates if top > 0 and float(correct[c]) >= top - 1e-12]
     if right:
         return cheapest(energy, right)
     if fallback == "cheapest":

@@ -73,10 +73,26 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
                     "train_rows": len(train_profile)}
         key = cache_key(family, settings, meter.source, meter.device_info())
         test_scores[family] = stable_overhead(router.score(test_queries), key, overhead_cache(ctx))
-        runs += _swept_runs(family, test_scores[family], lambdas)
         tick(1)
     on_train = baselines.train_split == "train"  # a baseline fitted on another split has seen val: no contender
     val_rows = read_val_rows(ctx.path("router_data_dir") / "val.jsonl")
+    energy_report = None
+    if baselines.query_energy == "auto" and val_rows and on_train:  # ê_c(x) where val utility says so
+        routers = dict(fitted) | ({"lm": lm_router} if lm_router is not None else {})
+        adopted, energy_report, predicted = per_query_energy(ctx, routers, profile, queries, val_rows, candidates,
+                                                             test_queries)
+        for family, router in adopted.items():
+            if router is routers[family]:
+                continue
+            if family == "lm":
+                lm_router, lm_scores = router, lm_scores.with_energy(predicted[lm_scores.candidates].to_numpy(),
+                                                                     p.energy_policy.norm)
+            else:
+                fitted[family] = router
+                test_scores[family] = test_scores[family].with_energy(
+                    predicted[test_scores[family].candidates].to_numpy(), p.energy_policy.norm)
+    for family in learned:
+        runs += _swept_runs(family, test_scores[family], lambdas)
     evidence = knn_evidence(ctx, lm_router, fitted.get("knn") if on_train else None, val_rows)
     lm_runs = []
     if lm_scores is not None:
@@ -85,12 +101,19 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
             lm_scores = blend_scores(lm_scores, test_scores["knn"], evidence["weight"], evidence["energy"])
         lm_runs = _swept_runs("lm", lm_scores, lambdas)
         runs += lm_runs
-    selection = select_champion(ctx, fitted if on_train else {}, val_rows, evidence)
+    selection = select_champion(ctx, fitted if on_train else {}, val_rows, evidence, energy_report)
+    if selection:  # the champion's val sweep: the λ that meets router.target (and `serve --target-*`)
+        selection["target"] = champion_target(ctx, selection, lm_router, fitted, val_rows, profile, queries)
+        if energy_report is not None:
+            selection["query_energy"] = energy_report
     if "random" in baselines.families:
         reference = _reference_run(lm_runs, p.router.lam)
         mix = mix_of(reference.decisions) if reference else None
         random_router = build_router("random", profile, queries, candidates, baselines, mix=mix)
         runs.append(RouterRun("random", "random", None, random_router.route(test_queries)))
+    if "task_best" in baselines.families:  # the fixed rule "each task to its best model on train"
+        rule = build_router("task_best", profile, queries, candidates, baselines, energy=p.energy_policy)
+        runs.append(RouterRun("task_best", "task_best", None, rule.route(test_queries)))
     logger.info("evaluating %d router runs on %d %s queries", len(runs), len(test_queries), split)
     result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"), run_tags=ctx.tags("evaluate"),
                           run=run, selection=selection, energy=p.energy_policy)
@@ -123,12 +146,21 @@ def knn_evidence(ctx: StageContext, lm_router, knn, val_rows: list[dict]) -> dic
     return choose_knn_evidence(lm_val, knn_val, val_rows, ctx.params.energy_policy.norm, weights)
 
 
-def select_champion(ctx: StageContext, baselines: dict, val_rows: list[dict], evidence: dict | None) -> dict | None:
+def select_champion(ctx: StageContext, baselines: dict, val_rows: list[dict], evidence: dict | None,
+                    energy_report: dict | None = None) -> dict | None:
     """The router to deploy, chosen on val among the LM checkpoints, the LM router with kNN evidence (its
-    cross-fitted val figure) and the ``baselines`` fitted on train (evaluation/selection.py); test plays no part."""
+    cross-fitted val figure), the LM router with per-query energy when it adopted it (its cross-fitted val
+    figure) and the ``baselines`` fitted on train (evaluation/selection.py); test plays no part."""
     from jouleroute.evaluation.selection import Contender, choose
+    from jouleroute.routing.lm.spec import format_lambda
 
     extra = []
+    lm_energy = ((energy_report or {}).get("families") or {}).get("lm") or {}
+    if lm_energy.get("adopted") and not (evidence and not evidence["plain"]):
+        model_dir = lm_router_dir(ctx)
+        shown = model_dir.relative_to(ctx.root) if model_dir.is_relative_to(ctx.root) else model_dir
+        by_lambda = {format_lambda(lam): u for lam, u in lm_energy["cross_fitted"]["by_lambda"].items()}
+        extra.append(Contender("lm", f"{_kept_checkpoint(ctx)}+query-energy", by_lambda, str(shown)))
     if evidence and not evidence["plain"] and evidence["cross_fitted"]["by_lambda"]:
         kept = _kept_checkpoint(ctx)
         model_dir = lm_router_dir(ctx)
@@ -147,6 +179,69 @@ def select_champion(ctx: StageContext, baselines: dict, val_rows: list[dict], ev
     return selection
 
 
+def per_query_energy(ctx: StageContext, routers: dict, profile: pd.DataFrame, queries: pd.DataFrame,
+                     val_rows: list[dict], candidates: list[str], test_queries: pd.DataFrame):
+    """Fit ê_c(x) on train (routing/baselines/query_energy.py), measure it on val against the task mean, and wrap
+    each router whose mean val utility it raises (evaluation/query_energy.py). Returns (routers, report, ê on
+    test as a frame with one column per candidate)."""
+    from jouleroute.evaluation.outcomes import build_matrix
+    from jouleroute.evaluation.query_energy import adopt_on_val
+    from jouleroute.routing.baselines.embeddings import build_embedder
+    from jouleroute.routing.baselines.query_energy import QueryEnergyModel
+
+    p = ctx.params
+    embedding = p.baselines.embedding.model_copy(update={"cache_dir": str(ctx.path("embedding_cache"))})
+    model = QueryEnergyModel(candidates, build_embedder(embedding), seed=p.baselines.seed,
+                             strip_scaffold=p.baselines.strip_scaffold)
+    model.fit(profile, queries, energy_column=p.energy_policy.column, split=p.baselines.train_split)
+    asked = val_queries(val_rows)
+    matrix = build_matrix(profile, queries[queries["query_id"].isin(set(asked["query_id"]))], "val",
+                          p.energy_policy.column)
+    lambdas = sorted({float(r["lam"]) for r in val_rows})  # the trained λ grid, as the champion's contest
+    train = profile[profile["split"] == p.baselines.train_split]
+    adopted, report = adopt_on_val(routers, model, asked, matrix, train, p.energy_policy.column, lambdas,
+                                   p.energy_policy.norm)
+    logger.info("per-query energy on val: relative error %.3f (task mean %.3f); adopted by %s",
+                report["energy_error_val"]["per_query"]["relative_error"],
+                report["energy_error_val"]["task_mean"]["relative_error"],
+                [f for f, row in report["families"].items() if row["adopted"]] or "no family")
+    return adopted, report, pd.DataFrame(model.predict(test_queries), columns=model.candidates)
+
+
+def champion_target(ctx: StageContext, selection: dict, lm_router, fitted: dict, val_rows: list[dict],
+                    profile: pd.DataFrame, queries: pd.DataFrame) -> dict | None:
+    """The champion's accuracy and models' J/query on val at each λ of ``evaluate.lambdas``, and the λ that meets
+    ``router.target`` there (evaluation/target.py); ``None`` when the champion cannot be scored here."""
+    from jouleroute.evaluation.outcomes import build_matrix
+    from jouleroute.evaluation.target import choose_on_val, val_sweep
+
+    win = selection["winner"]
+    asked = val_queries(val_rows)
+    if win["family"] in fitted:
+        router = fitted[win["family"]]
+        meter, router.meter = getattr(router, "meter", None), None  # decisions count here, not its cost
+        try:
+            scores = router.score(asked)
+        finally:
+            router.meter = meter
+    elif win["family"] == "lm" and lm_router is not None:
+        model_dir = ctx.root / win["model_dir"] if win.get("model_dir") else lm_router_dir(ctx)
+        router = lm_router
+        if Path(model_dir).resolve() != Path(lm_router.model_dir).resolve():  # the sft checkpoint won
+            from jouleroute.routing.lm.router import LMRouter
+
+            router = LMRouter(Path(model_dir), cfg=ctx.params.router)
+        scores = router.score(asked, progress=ctx.progress(len(asked), "LM routing (val: target λ)"))
+        weight = (win.get("knn_evidence") or {}).get("weight")
+        if weight and "knn" in fitted:
+            scores = blend_scores(scores, fitted["knn"].score(asked), weight, win["knn_evidence"]["energy"])
+    else:
+        return None
+    chosen = queries[queries["query_id"].isin(set(asked["query_id"]))]
+    m = build_matrix(profile, chosen, "val", ctx.params.energy_policy.column)
+    return choose_on_val(ctx.params.router.target, val_sweep(m, scores, list(ctx.params.evaluate.lambdas)))
+
+
 def register(ctx: StageContext, selection: dict | None, run_id: str | None) -> None:
     """The champion in the Model Registry (alias ``champion``), with its val figures as tags."""
     if not selection or not run_id:
@@ -156,6 +251,11 @@ def register(ctx: StageContext, selection: dict | None, run_id: str | None) -> N
     win = selection["winner"]
     pointer = {"family": win["family"], "checkpoint": win["checkpoint"], "model_dir": win["model_dir"] or "",
                "baselines_hash": ctx.section_hash("baselines")}
+    adopted = ((selection.get("query_energy") or {}).get("families") or {}).get(win["family"], {}).get("adopted")
+    if win["family"] == "lm":  # the LM contenders that were scored with it: its own, and the kNN blend's
+        adopted = adopted and ("+query-energy" in win["checkpoint"] or bool(win.get("knn_evidence")))
+    if adopted:  # served deciding with per-query energy, fitted at start-up like the baselines
+        pointer["query_energy"] = "1"
     if win.get("knn_evidence"):  # served as the LM router blended with a kNN fitted with these baselines
         pointer |= {"knn_weight": f"{win['knn_evidence']['weight']:g}", "knn_energy": win["knn_evidence"]["energy"]}
     tags = {"val_utility": win["val_utility"], "runner_up": selection["runner_up"], "margin": selection["margin"],

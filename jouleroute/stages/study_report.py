@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jouleroute.evaluation.report import comparison_lines, selection_lines
+from jouleroute.evaluation.report import comparison_lines, iso_accuracy_lines, selection_lines, target_lines
 from jouleroute.stages.context import StageContext
 from jouleroute.training.budget import budget_section
 
@@ -65,6 +65,8 @@ def study_report_stage(ctx: StageContext) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     lines += ["", "## Targets", ""] + _targets(report, routers, singles, best_name, view)
     lines += comparison_lines(report.get("aiq_difference"))  # LM − each baseline, paired-bootstrap CI
+    lines += iso_accuracy_lines(report.get("iso_accuracy"))  # energy at the best single's accuracy, oracle share
+    lines += target_lines(report.get("target"))  # router.target: the λ val chose, and how test met it
     lines += selection_lines(report.get("selection"))  # which family won on val, by how much
     lines += _lm_mix(report, view, out.with_name(f"{out.stem}-lm-mix.png"), ctx.root)
     lines += _heldout(ctx.path("grpo_dir") / "metrics.json")
@@ -131,6 +133,11 @@ def _targets(report: dict, routers: dict, singles: dict, best_name: str, view: s
         ratio = f"{lm_aiq / baselines[top]:.3f} ×" if baselines[top] > 0 else "best baseline AIQ is 0"
         out.append(f"- Stretch: LM AIQ ≥ 1.05 × the best baseline's: {verdict(lm_aiq >= 1.05 * baselines[top])} "
                    f"({ratio}).")
+    iso = report.get("iso_accuracy", {}).get("policies", {})
+    lm_share, rule = (iso.get(name, {}).get("energy_share") for name in ("lm", "task_best"))
+    if lm_share is not None and rule is not None:
+        out.append(f"- Mandatory: the LM router's iso-accuracy energy share is below the fixed rule's (each task to "
+                   f"its best model on train): {verdict(lm_share < rule)} (LM {lm_share:.1%}, task_best {rule:.1%}).")
     ok = {n: s for n, s in lm.items() if s["accuracy"] >= best["accuracy"] - TARGET_ACC_POINTS
           and s["j_per_query"] <= TARGET_ENERGY_SHARE * best["j_per_query"]}
     out.append(f"- Stretch: within 1 point of {best_name} at ≤ 60% of its energy: "

@@ -1,6 +1,6 @@
 """Stage `validate`: check the profile with Great Expectations.
 
-Schema, completeness (every query x candidate once), ranges, correctness in {0,1},
+Schema, completeness (every query x candidate once), ranges, correctness in {0,1} (in [0, 1] for an imported profile),
 energy_source labels. Writes report.json and data docs to paths.validation_dir; exits 1
 with a readable summary when an expectation fails, before anything trains on the profile.
 """
@@ -30,6 +30,7 @@ def validate_stage(ctx: StageContext) -> ValidationResult:
             candidate_ids=ctx.params.candidate_ids if tournament else None,
             power_limit_w=_power_limit_w(ctx) if tournament else None,
             allow_mixed_sources=ctx.params.energy_policy.allow_mixed_sources,
+            fractional_correct=not tournament,  # imported outcomes may carry an expected correctness in [0, 1]
         )
     except ValidationError as err:
         _log_to_mlflow(ctx, err.result)

@@ -50,7 +50,8 @@ def _validate(profile: pd.DataFrame, queries: pd.DataFrame, energy: EnergyPolicy
     joules = pd.to_numeric(profile[energy.column], errors="coerce")
     checks = [
         (~(joules.notna() & joules.between(0, float("inf"))), energy.column, "a finite number >= 0"),
-        (~profile["correct"].isin([0, 1]), "correct", "0 or 1"),
+        (~pd.to_numeric(profile["correct"], errors="coerce").between(0, 1), "correct",
+         "in [0, 1] (an expected correctness: 0/1, or a fraction such as pass@1)"),
         (~profile["energy_source"].isin(ENERGY_SOURCES), "energy_source", f"one of {ENERGY_SOURCES}"),
     ]
     for bad, column, expected in checks:
@@ -100,8 +101,14 @@ def _pool_tables(train: pd.DataFrame, energy_column: str, candidates: list[str])
     }
 
 
+def _expected(value) -> int | float:
+    """A correctness as the labels read it: an expectation in [0, 1]; 0/1 stay ints (the files do not change)."""
+    number = float(value)
+    return int(number) if number in (0.0, 1.0) else number
+
+
 def _outcomes(frame: pd.DataFrame, energy_column: str, train: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """query_id -> {task, correct: {cid: 0|1}, energy: {cid: J}, prior: {cid: task accuracy}}.
+    """query_id -> {task, correct: {cid: correctness in [0, 1]}, energy: {cid: J}, prior: {cid: task accuracy}}.
 
     ``prior`` is each candidate's TRAIN accuracy on the query's task, leaving the query
     itself out when it is a train query (its own outcome is counted once, not twice); a
@@ -113,7 +120,7 @@ def _outcomes(frame: pd.DataFrame, energy_column: str, train: pd.DataFrame) -> d
     out: dict[str, dict[str, Any]] = {}
     for qid, group in frame.groupby("query_id", sort=True):
         task = str(group["task"].iloc[0])
-        correct = {str(c): int(v) for c, v in zip(group["candidate_id"], group["correct"])}
+        correct = {str(c): _expected(v) for c, v in zip(group["candidate_id"], group["correct"])}
         prior = {}
         for cid, own in correct.items():
             total, count = hits.loc[(task, cid)] if (task, cid) in hits.index else (0, 0)

@@ -83,6 +83,7 @@ def run_validate(
     power_limit_w: float | None = None,
     allow_mixed_sources: bool = False,
     expected_query_ids: list[str] | None = None,
+    fractional_correct: bool = False,
 ) -> ValidationResult:
     """Validate the profile at ``profile_path``; write results under ``out_dir``.
 
@@ -92,7 +93,8 @@ def run_validate(
     the hardware states a limit. ``allow_mixed_sources`` (params ``energy_policy``) accepts a
     profile whose rows carry several energy_source labels. Raises ``ValidationError`` on failure unless
     ``cfg.raise_on_failure`` is False. ``expected_query_ids``: the queries of the table the tournament profiled,
-    when it ran only some (``grpo.reward_source: live``; its run.json lists them).
+    when it ran only some (``grpo.reward_source: live``; its run.json lists them). ``fractional_correct``: an
+    imported profile, whose ``correct`` may be an expected correctness in [0, 1] (a tournament's is 0/1).
     """
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     # Imported here, not at module top: GE takes ~6 s to import and the CLI
@@ -140,7 +142,7 @@ def run_validate(
                      "unexpected_index_column_names": index_cols}
 
     frames = {"profile": (profile, profile_expectations(
-        list(profile.columns), query_ids, cand_ids, allow_mixed_sources, power_limit_w))}
+        list(profile.columns), query_ids, cand_ids, allow_mixed_sources, power_limit_w, fractional_correct))}
     if queries is not None and {"query_id", "candidate_id", "task", "split"} <= set(profile.columns):
         joined = profile[["query_id", "candidate_id", "task", "split"]].merge(
             queries.rename(columns={"task": "query_task", "split": "query_split"}), on="query_id", how="left")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyarrow as pa
 import great_expectations as gx
 
-from jouleroute.schema import ENERGY_SOURCES, PROFILE_SCHEMA, SPLITS
+from jouleroute.schema import ENERGY_SOURCES, FRACTIONAL_PROFILE_SCHEMA, PROFILE_SCHEMA, SPLITS
 
 E = gx.expectations
 
@@ -55,8 +55,12 @@ def profile_expectations(
     expected_candidate_ids: list[str],
     allow_mixed_sources: bool,
     power_limit_w: float | None,
+    fractional_correct: bool = False,
 ) -> list:
     """Every expectation on the profile table itself.
+
+    ``fractional_correct`` (an imported profile): ``correct`` is an expected correctness in [0, 1], int8 0/1
+    or float64 (schema.FRACTIONAL_PROFILE_SCHEMA); a live tournament's profile keeps 0/1 in int8.
 
     Column-level expectations are only added for columns that exist: a missing
     column is reported once, by the column-set expectation, instead of as a
@@ -75,13 +79,18 @@ def profile_expectations(
         if field.name not in present:
             continue
         dtype = _dtype_name(field)
-        out.append(
-            _expect(
-                E.ExpectColumnValuesToBeOfType(column=field.name, type_=dtype),
-                "schema",
-                f"column {field.name} has dtype {dtype}",
+        if fractional_correct and field.name == "correct":
+            kinds = [dtype, _dtype_name(FRACTIONAL_PROFILE_SCHEMA.field("correct"))]
+            out.append(_expect(E.ExpectColumnValuesToBeInTypeList(column="correct", type_list=kinds), "schema",
+                               f"column correct has dtype {' or '.join(kinds)}"))
+        else:
+            out.append(
+                _expect(
+                    E.ExpectColumnValuesToBeOfType(column=field.name, type_=dtype),
+                    "schema",
+                    f"column {field.name} has dtype {dtype}",
+                )
             )
-        )
         if not field.nullable:
             out.append(
                 _expect(
@@ -112,11 +121,18 @@ def profile_expectations(
                 f"avg_power_w >= 0{bound}",
             )
         )
-    for col in ("correct", "invalid"):
+    for col in ("invalid",) if fractional_correct else ("correct", "invalid"):
         if has(col):
             out.append(_expect(E.ExpectColumnValuesToBeInSet(column=col, value_set=[0, 1]),
                                "range", f"{col} is 0 or 1"))
-    if has("correct", "invalid"):
+    if fractional_correct and has("correct"):
+        out.append(_expect(E.ExpectColumnValuesToBeBetween(column="correct", min_value=0.0, max_value=1.0),
+                           "range", "correct is an expected correctness in [0, 1]"))
+        if has("invalid"):
+            out.append(_expect(E.ExpectColumnValuesToBeInSet(column="correct", value_set=[0],
+                                                              row_condition="invalid==1", condition_parser="pandas"),
+                               "range", "an invalid answer (invalid=1) is never counted as correct"))
+    elif has("correct", "invalid"):
         out.append(
             _expect(
                 E.ExpectColumnPairValuesToBeInSet(

@@ -65,3 +65,27 @@ def test_expensive_rules():
     assert expensive_candidates({"s": 1.0, "l": 2.0}, "above_median") == ["l"]
     with pytest.raises(ValueError, match="valid: above_median, top"):
         expensive_candidates(j, "costly")
+
+
+def test_lambda_star_per_task_locates_each_tasks_own_transition(tmp_path):
+    """Task a leaves the dear candidate between λ 0.1 and 0.2, task b between 1 and 2: each task's λ* is the
+    geometric midpoint of its own step, the family's is one of them, and the figure is drawn."""
+    from jouleroute.evaluation import EvaluateConfig, RouterRun, run_evaluate
+    from jouleroute.routing.base import RoutingDecisions
+
+    from .conftest import profile_rows, queries_frame
+
+    ids = [f"{t}/{i}" for t in "ab" for i in range(10)]
+    tasks = [q.split("/")[0] for q in ids]
+    profile = profile_rows(ids, tasks, ["test"] * 20, {"cheap": [0] * 20, "dear": [1] * 20},
+                           {"cheap": [1.0] * 20, "dear": [10.0] * 20})
+    lams = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+    switch = {"a": 0.15, "b": 1.5}
+    runs = [RouterRun(f"f:{lam:g}", "f", lam, RoutingDecisions(ids, ["dear" if lam < switch[t] else "cheap"
+                                                                      for t in tasks])) for lam in lams]
+    result = run_evaluate(profile, queries_frame(ids, tasks, ["test"] * 20), runs,
+                          EvaluateConfig(lambdas=lams, bootstrap_samples=0), tmp_path)
+    per = result.metrics["families"]["f"]["lambda_star_per_task"]
+    assert per["a"] == pytest.approx((0.1 * 0.2) ** 0.5) and per["b"] == pytest.approx((1.0 * 2.0) ** 0.5)
+    assert (tmp_path / "plots" / "lambda_star_by_task.png").stat().st_size > 0
+    assert "λ* per task" in (tmp_path / "report.md").read_text()

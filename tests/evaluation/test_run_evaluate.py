@@ -73,7 +73,7 @@ def test_sweep_finds_the_transition(evaluated):
 def test_plots_are_non_empty_pngs(evaluated):
     plots = {k: v for k, v in evaluated.paths.items() if k.startswith("plot_")}
     assert set(plots) == {"plot_accuracy_vs_energy", "plot_lambda_sweep", "plot_routing_mix_utility",
-                          "plot_routing_mix_random"}
+                          "plot_routing_mix_random", "plot_lambda_star_by_task"}
     for path in plots.values():
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         image = imread(path)

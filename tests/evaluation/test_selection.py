@@ -45,7 +45,7 @@ def _data(n: int = 120, seed: int = 4) -> tuple[pd.DataFrame, pd.DataFrame]:
     return profile, queries
 
 
-def _stage_repo(root: Path, profile: pd.DataFrame, queries: pd.DataFrame):
+def _stage_repo(root: Path, profile: pd.DataFrame, queries: pd.DataFrame, **sections):
     from jouleroute.config import load_params
     from jouleroute.stages.context import StageContext
     from jouleroute.training.config import RouterDataConfig
@@ -53,7 +53,7 @@ def _stage_repo(root: Path, profile: pd.DataFrame, queries: pd.DataFrame):
 
     params = {"profile_source": "replay", "energy": {"meter": "estimate"},
               "baselines": {"families": ["knn", "mlp", "mf"], "embedding": {"model": "hashing"}},
-              "evaluate": {"plots": False, "bootstrap_samples": 50}, "tracking": {"enabled": False}}
+              "evaluate": {"plots": False, "bootstrap_samples": 50}, "tracking": {"enabled": False}} | sections
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     ctx = StageContext(load_params(root / "params.yaml"), root, root / "params.yaml")
     for name in ("profile", "queries"):

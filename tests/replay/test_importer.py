@@ -90,7 +90,9 @@ def test_unknown_model_without_energy_names_model_and_row(fake_ref, tmp_path: Pa
 def test_bad_correct_value_names_row_and_field(fake_ref, tmp_path: Path, repo_root: Path) -> None:
     rows = [{**r, "correct": str(r["correct"])} for r in GOOD_ROWS]  # parquet needs one type per column
     rows[3]["correct"] = "maybe"
-    with pytest.raises(OutcomeTableError, match=r"row 3 field 'correct': expected 0/1 or true/false, got 'maybe'"):
+    expected = (r"row 3 field 'correct': expected a number in \[0, 1\] \(an expected correctness\) or "
+                r"true/false, got 'maybe'")
+    with pytest.raises(OutcomeTableError, match=expected):
         _run(_cfg(fake_ref, _write(rows, tmp_path / "t.parquet")), tmp_path, repo_root)
 
 

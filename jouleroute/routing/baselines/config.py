@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 from jouleroute.strict import StrictModel
 
 # Every name build_router accepts; "always" expands to one "always:<candidate_id>" per candidate.
-BASELINE_FAMILIES = ("always", "random", "oracle", "knn", "mlp", "mf")
+BASELINE_FAMILIES = ("always", "random", "oracle", "knn", "mlp", "mf", "task_best")
 
 
 class EmbeddingConfig(StrictModel):
@@ -62,7 +62,7 @@ class BaselinesConfig(StrictModel):
     ``Scores.decide`` without retraining.
     """
 
-    families: tuple[Literal["always", "random", "oracle", "knn", "mlp", "mf"], ...] = BASELINE_FAMILIES
+    families: tuple[Literal["always", "random", "oracle", "knn", "mlp", "mf", "task_best"], ...] = BASELINE_FAMILIES
     lam: float = Field(default=0.5, ge=0.0)
     # the energy column and its norm: params `energy_policy`, handed to build_router (one for every stage)
     train_split: Literal["train", "val", "test"] = "train"
@@ -74,6 +74,9 @@ class BaselinesConfig(StrictModel):
     # Embed questions without the text all train prompts of their task share (few-shot block,
     # instruction line): an encoder that truncates would otherwise see one vector per task.
     strip_scaffold: bool = True
+    # per-query energy ê_c(x) (routing/baselines/query_energy.py): "auto" fits it on train and each router family
+    # (the LM router included) decides with it where it raises the family's mean val utility; "off": never
+    query_energy: Literal["auto", "off"] = "auto"
     embedding: EmbeddingConfig = EmbeddingConfig()
     knn: KNNConfig = KNNConfig()
     mlp: MLPConfig = MLPConfig()

@@ -102,6 +102,8 @@ class RandomRouter(Router):
 class OracleRouter(Router):
     """The cheapest correct candidate per query; the cheapest overall when none is correct.
 
+    With an expected correctness in [0, 1]: the cheapest of the candidates with the highest expectation.
+
     Needs the profile rows of the queries it routes, so it is an upper bound on
     what routing can achieve on them, not a router one could deploy.
     """
@@ -128,8 +130,8 @@ class OracleRouter(Router):
                 f"oracle profile has {int(dup.sum())} repeated (query_id, candidate_id) rows, "
                 f"first at row {rows.index[dup][0]}: ({first['query_id']}, {first['candidate_id']})"
             )
-        # Correct first, then cheaper; the first row of each query after sorting is its choice.
-        ranked = rows.assign(_wrong=1 - rows["correct"].astype(int)).sort_values(
+        # Most likely correct first (0/1: the correct ones), then cheaper; the first row of each query is its choice.
+        ranked = rows.assign(_wrong=1 - rows["correct"].astype(float)).sort_values(
             ["query_id", "_wrong", energy_column, "candidate_id"], kind="stable"
         )
         self.choice = ranked.drop_duplicates("query_id").set_index("query_id")["candidate_id"].to_dict()

@@ -71,10 +71,11 @@ def build_train_table(
     if dup.any():
         row = rows.index[dup][0]
         raise ValueError(f"profile row {row}: ({rows.at[row, 'query_id']}, {rows.at[row, 'candidate_id']}) repeated")
-    bad_correct = ~rows["correct"].isin([0, 1])
+    bad_correct = ~pd.to_numeric(rows["correct"], errors="coerce").between(0, 1)
     if bad_correct.any():
         row = rows.index[bad_correct][0]
-        raise ValueError(f"profile row {row}: field 'correct' is {rows.at[row, 'correct']}, expected 0 or 1")
+        raise ValueError(f"profile row {row}: field 'correct' is {rows.at[row, 'correct']}, expected a number in "
+                         "[0, 1] (an expected correctness)")
     energy = pd.to_numeric(rows[energy_column], errors="coerce")
     bad_energy = ~np.isfinite(energy)
     if bad_energy.any():

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from jouleroute.routing.target import RouterTarget
 from jouleroute.strict import StrictModel
 
 # auto: bf16 on CUDA, fp32 on CPU (reproducible on any CPU: what evaluation uses); native: bf16 wherever the
@@ -19,6 +20,9 @@ class RouterConfig(StrictModel):
 
     batch_size: int = Field(default=16, ge=1)
     lam: float = Field(default=0.5, ge=0)  # energy weight when route() is not given one
+    # a target instead of a λ: {energy_share: 0.5} (of the best single model's energy) or {accuracy_floor: 0.8};
+    # evaluate chooses the λ that meets it on val and shows how test met it (routing/target.py)
+    target: RouterTarget | None = None
     # how a batch window's energy is split across its queries (latency: each query waited the window)
     overhead_split: Literal["even", "tokens"] = "tokens"
     device: Device = "auto"

@@ -1,0 +1,52 @@
+"""A fixed rule a user could write by hand: each task to its most accurate candidate on train.
+
+Per task, the candidate with the highest mean (expected) correctness on the train split, ties to the lower
+train mean energy, then to pool order; a task unseen on train goes to the most accurate candidate over all
+of train. It reads only the profile's ``task`` column, never a task's or a model's name, so it applies to
+any pool. It weighs no energy, so every λ gives the same decisions: evaluation reports it as one point,
+the rule the issue's "iso-accuracy share below the fixed rule" target compares the LM router with.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+from jouleroute.routing.base import Router, Scores
+from jouleroute.routing.baselines.simple import fixed_scores, query_ids_of
+
+
+class TaskBestRouter(Router):
+    name = "task_best"
+
+    def __init__(self, candidates: Sequence[str]):
+        super().__init__(candidates)
+        self.by_task: dict[str, str] = {}
+        self.overall: str | None = None
+
+    def fit(self, profile: pd.DataFrame, energy_column: str = "energy_j", split: str = "train") -> "TaskBestRouter":
+        need = {"query_id", "candidate_id", "task", "split", "correct", energy_column}
+        missing = sorted(need - set(profile.columns))
+        if missing:
+            raise ValueError(f"task_best: the profile lacks columns {missing}")
+        rows = profile[(profile["split"] == split) & profile["candidate_id"].isin(self.candidates)]
+        if rows.empty:
+            raise ValueError(f"task_best: no '{split}' profile rows for the pool {self.candidates}")
+        order = {c: i for i, c in enumerate(self.candidates)}
+
+        def best(frame: pd.DataFrame) -> str:
+            stats = frame.groupby("candidate_id").agg(acc=("correct", "mean"), joules=(energy_column, "mean"))
+            return min(stats.index, key=lambda c: (-stats.at[c, "acc"], stats.at[c, "joules"], order[c]))
+
+        self.by_task = {str(task): best(group) for task, group in rows.groupby("task")}
+        self.overall = best(rows)
+        return self
+
+    def score(self, queries: pd.DataFrame) -> Scores:
+        if self.overall is None:
+            raise RuntimeError("task_best: fit() first")
+        if "task" not in queries.columns:
+            raise ValueError(f"task_best routes by the queries' 'task' column; got {list(queries.columns)}")
+        chosen = [self.by_task.get(str(t), self.overall) for t in queries["task"]]
+        return fixed_scores(query_ids_of(queries), self.candidates, chosen)
