@@ -104,6 +104,9 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     selection = select_champion(ctx, fitted if on_train else {}, val_rows, evidence, energy_report)
     if selection:  # the champion's val sweep: the λ that meets router.target (and `serve --target-*`)
         selection["target"] = champion_target(ctx, selection, lm_router, fitted, val_rows, profile, queries)
+        if selection["target"] is None and p.router.target is not None:
+            logger.warning("router.target is set but the champion %s cannot be scored here (no such router was "
+                           "fitted or loaded): no λ is chosen for it", selection["winner"]["name"])
         if energy_report is not None:
             selection["query_energy"] = energy_report
     if "random" in baselines.families:
