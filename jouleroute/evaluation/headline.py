@@ -51,5 +51,28 @@ def headline(metrics: dict, deployed_lam: float) -> dict:
     out["aiq"] = {family: r(block["aiq"]) for family, block in metrics.get("families", {}).items()}
     out |= {"oracle": r(rows["oracle"]["accuracy"]), "single": r(rows["best_single"]["accuracy"]),
             "source": metrics["energy_source"]}
+    # the one number a user decides by: the champion's energy at the best single model's accuracy, as a share of
+    # that model's (iso-accuracy, docs/metrics.md); the CI and the other routers' shares: iso_headline()
+    out["iso"] = iso_headline(metrics.get("iso_accuracy")).get("share")
     return {k: v for k, v in out.items() if v is not None and v != {}}
 
+
+
+def iso_headline(block: dict | None) -> dict:
+    """The saving a user decides by (docs/metrics.md): the champion's iso-accuracy energy share of the best single
+    model with its CI, the share of the oracle's savings it captures, and beside it the LM router's, the fixed
+    rule's (task_best) and the oracle's own share. {} when evaluate computed none."""
+    if not block:
+        return {}
+    r = lambda x: round(x, 3) if isinstance(x, float) else x
+    policies, champion = block.get("policies", {}), block.get("champion")
+    out: dict = {}
+    if champion:
+        out |= {"family": champion["family"], "share": r(champion["energy_share"]),
+                "lo": r(champion.get("energy_share_ci_low")), "hi": r(champion.get("energy_share_ci_high")),
+                "captured": r(champion.get("oracle_savings_captured_pct"))}
+    for key, family in (("lm", "lm"), ("rule", "task_best")):
+        if family in policies:
+            out[key] = r(policies[family]["energy_share"])
+    out["oracle"] = r(block.get("oracle_energy_share"))
+    return {k: v for k, v in out.items() if v is not None}
