@@ -85,6 +85,17 @@ class Params(StrictModel):
                 "its energy (energy.served_client_estimate: true records it anyway, labelled estimated)")
 
     @model_validator(mode="after")
+    def _router_base_is_local(self) -> "Params":
+        """The LM router is trained and runs where jouleroute runs: its base model cannot be a served one."""
+        spec = self.models.get(self.sft.base_model)
+        if spec is not None and spec.source == "served":
+            raise ValueError(f"sft.base_model: '{self.sft.base_model}' is a served model (models."
+                             f"{self.sft.base_model}.source 'served'), but the router is trained and runs where "
+                             "jouleroute runs: give a local folder or a packaged model (a `models` key with source "
+                             "pypi-gguf or local)")
+        return self
+
+    @model_validator(mode="after")
     def _lambda_grids_fit(self) -> "Params":
         """GRPO and evaluation may only use λ the router was trained for (router_data.lambdas)."""
         low, high = min(self.router_data.lambdas), max(self.router_data.lambdas)

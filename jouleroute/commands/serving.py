@@ -59,6 +59,7 @@ def meter_command(ctx, args) -> int:
         threading.Event().wait()
     finally:
         server.shutdown()
+        server.server_close()
     return 0
 
 

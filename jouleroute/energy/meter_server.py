@@ -90,7 +90,8 @@ class _Collector:
 
 
 def serve_meter(counter: EnergyCounter, host: str = "127.0.0.1", port: int = 9400):
-    """Serve ``/metrics`` in a background thread; returns ``(server, thread)`` (``server.shutdown()`` stops)."""
+    """Serve ``/metrics`` in a background thread; returns ``(server, thread)`` (``server.shutdown()`` then
+    ``server.server_close()`` stop it)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
     registry = CollectorRegistry()
