@@ -23,6 +23,7 @@ from jouleroute.gateway.config import LOOPBACK_HOSTS, GatewayConfig, GatewayRout
 from jouleroute.gateway.energy import ExpectedEnergy
 from jouleroute.gateway.routers import GatewayRouter, ScoringGatewayRouter, lm_gateway_router
 from jouleroute.gateway.service import Gateway
+from jouleroute.gateway.measured import MeasuredEnergy
 from jouleroute.gateway.remote import RemoteUpstream
 from jouleroute.gateway.upstreams import InProcessUpstream, Upstream
 from jouleroute.paths import PathsConfig
@@ -147,10 +148,14 @@ def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, loc
     pool = {c.candidate_id: c for c in p.pool}
     backends: dict[str, object] = {}  # one loaded model per pool model, shared by its candidates
     upstreams: dict[str, Upstream] = {}
+    measured = MeasuredEnergy(p.energy.prefill_weight, min((u.energy_scrape_s for u in configured.values()),
+                                                           default=1.0))
     for cid, up in configured.items():
         if up.kind == "openai":
+            energy = up.energy or (pool[cid].energy if cid in pool else None)  # the tournament's exporter
             upstreams[cid] = RemoteUpstream(cid, up.base_url, up.served_name or cid, expected, up.timeout_s,
-                                            up.connect_timeout_s, up.concurrency, up.api_key_env)
+                                            up.connect_timeout_s, up.concurrency, up.api_key_env, measured,
+                                            measured.tracker(energy))
             continue
         if cid not in pool:
             raise ValueError(f"gateway.upstreams.{cid}: an inprocess upstream must be a pool candidate "
@@ -182,4 +187,14 @@ def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None) -> Ga
                          f"({p.candidate_ids}) lacks; rerun `make run` so router and pool match, or map them "
                          "in gateway.upstreams")
     upstreams = build_upstreams(p, cfg, root, meter, lock, expected)
-    return Gateway(cfg, router, upstreams, keys, lock)
+    gateway = Gateway(cfg, router, upstreams, keys, lock)
+    attach_measured(gateway)
+    return gateway
+
+
+def attach_measured(gateway: Gateway) -> None:
+    """Export the upstreams' measured joules in the gateway's /metrics (one collector for all of them)."""
+    measured = {id(u.measured): u.measured for u in gateway.upstreams.values()
+                if isinstance(u, RemoteUpstream) and u.measured is not None and u.measured.trackers}
+    for collector in measured.values():
+        gateway.metrics.registry.register(collector)
