@@ -140,9 +140,18 @@ def fitted_baseline(p: Params, kind: str, root: Path, meter: Meter):
     return build_baseline(kind, profile, queries, candidates, baselines, meter=meter, energy=p.energy_policy)
 
 
+def default_upstream(p: Params, cand) -> UpstreamConfig:
+    """A pool entry with no gateway.upstreams entry: its own server when the pool is served, else in-process."""
+    spec = p.models[cand.model]
+    if p.backend.kind == "openai" and spec.source == "served":
+        return UpstreamConfig(kind="openai", base_url=cand.base_url or p.backend.base_url,
+                              served_name=spec.served_name, api_key_env=cand.api_key_env or p.backend.api_key_env)
+    return UpstreamConfig(kind="inprocess")
+
+
 def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, lock: threading.Lock,
                     expected: ExpectedEnergy) -> dict[str, Upstream]:
-    configured = cfg.upstreams or {c: UpstreamConfig(kind="inprocess") for c in p.candidate_ids}
+    configured = cfg.upstreams or {c.candidate_id: default_upstream(p, c) for c in p.pool}
     if not configured:
         raise ValueError("nothing to serve: the params have no pool and gateway.upstreams is empty")
     pool = {c.candidate_id: c for c in p.pool}
