@@ -106,6 +106,8 @@ class ShardJob:
     candidate_id: str
     key: str  # shard folder (candidate version)
     batches: tuple[tuple[str, ...], ...]  # query ids per batch
+    # a served candidate's server: jobs of one lane never run at once (its exporter's windows must not overlap)
+    lane: str = ""
 
     @property
     def n_pairs(self) -> int:
@@ -146,7 +148,8 @@ def plan_tournament(inp: TournamentInputs, run_id: str, batches_per_job: int | N
         pending = [q for q in queries["query_id"] if (q, candidate.candidate_id) not in done]
         batches = [tuple(pending[i:i + candidate.batch_size]) for i in range(0, len(pending), candidate.batch_size)]
         step = batches_per_job or max(len(batches), 1)
-        jobs += [ShardJob(candidate.candidate_id, keys[candidate.candidate_id], tuple(batches[i:i + step]))
+        lane = server_of(candidate, inp.backend.base_url) if inp.is_served(candidate) else ""
+        jobs += [ShardJob(candidate.candidate_id, keys[candidate.candidate_id], tuple(batches[i:i + step]), lane)
                  for i in range(0, len(batches), step)]
     logger.info("tournament: %d queries x %d candidates, %d pairs already done, %d job(s) to run",
                 len(queries), len(inp.pool), len(done), len(jobs))
