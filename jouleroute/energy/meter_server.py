@@ -35,7 +35,7 @@ class ZeusCounter:
 
     def __init__(self) -> None:
         from jouleroute.energy.factory import nvml_usable, rapl_usable
-        from jouleroute.energy.zeus_meter import MeterUnavailableError, missing_counters_message
+        from jouleroute.energy.zeus_meter import MeterUnavailableError
 
         if nvml_usable():
             from zeus.device import get_gpus
@@ -48,7 +48,10 @@ class ZeusCounter:
             self._cpus, self.source = get_cpus(), "measured-rapl"
             self._indices = list(range(len(self._cpus)))
         else:
-            raise MeterUnavailableError(missing_counters_message())
+            raise MeterUnavailableError(
+                "nothing to export: NVML finds no NVIDIA GPU (needs the driver and nvidia-ml-py) and no RAPL "
+                "counter is readable (/sys/class/powercap/intel-rapl absent or root-only). Run it on the GPU node, "
+                "or make RAPL readable (`sudo chmod -R a+r /sys/class/powercap/intel-rapl`)")
 
     def read_mj(self) -> dict[int, float]:
         if self.source == "measured-nvml":
