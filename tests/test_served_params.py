@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -31,9 +30,17 @@ def served(tmp_path: Path, **changes) -> Path:
     return path
 
 
-def check(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jouleroute", "check-params", "--params", str(path)],
-                          capture_output=True, text=True, timeout=120)
+def cli(capsys, *argv: str) -> subprocess.CompletedProcess:
+    """`jouleroute ARGV` through the CLI's own entry point, in this process."""
+    from jouleroute.cli import main
+
+    status = main(list(argv))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(argv), status, out.out, out.err)
+
+
+def check(path: Path, capsys) -> subprocess.CompletedProcess:
+    return cli(capsys, "check-params", "--params", str(path))
 
 
 def test_a_served_pool_with_its_servers_and_exporters_passes(tmp_path):
@@ -67,15 +74,15 @@ def test_an_exporter_needs_its_gpus_and_the_fallback_needs_a_reference(tmp_path)
         ServedEnergy(exporter_url="http://n:9400/metrics", gpus=[0])
 
 
-def test_a_served_router_base_model_and_loglik_over_http_are_one_line_each(tmp_path):
-    done = check(served(tmp_path, sft__base_model="gemma3-270m"))
+def test_a_served_router_base_model_and_loglik_over_http_are_one_line_each(tmp_path, capsys):
+    done = check(served(tmp_path, sft__base_model="gemma3-270m"), capsys)
     assert done.returncode == 1
     assert "sft.base_model: 'gemma3-270m' is a served model" in done.stderr and "local folder" in done.stderr
     path = served(tmp_path)
     raw = yaml.safe_load(path.read_text())
     raw["pool"][0]["answer_style"] = "loglik"
     path.write_text(yaml.safe_dump(raw))
-    done = check(path)
+    done = check(path, capsys)
     assert done.returncode == 1 and "pool.0.answer_style: 'loglik' needs backend.kind 'transformers'" in done.stderr
     assert "{" not in done.stderr and len(done.stderr.splitlines()) == 2  # the advice, never the params dict
 
@@ -89,3 +96,12 @@ def test_requests_to_one_server_share_its_limit_and_other_servers_have_their_own
     assert one.acquire(blocking=False) and one.acquire(blocking=False) and not one.acquire(blocking=False)
     one.release()
     one.release()
+
+
+def test_serve_model_names_what_it_can_serve(tmp_path, capsys):
+    path = served(tmp_path)
+    done = cli(capsys, "serve-model", "nope", "--params", str(path))
+    assert done.returncode == 1 and "serve-model nope: neither a transformers folder" in done.stderr
+    assert "'smollm2-135m'" in done.stderr and "Traceback" not in done.stderr
+    done = cli(capsys, "serve-model", "gemma3-270m", "--params", str(path))
+    assert done.returncode == 1 and "source 'served' is not a local model" in done.stderr

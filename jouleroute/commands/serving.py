@@ -18,13 +18,15 @@ def model_folder(name: str, ctx) -> tuple[Path, str]:
     folder = Path(name)
     if (folder / "config.json").is_file():
         return folder, folder.name
+    from jouleroute.config import ParamsError
+
     models = ctx.params.models if ctx is not None else {}
     if name not in models:
-        raise ValueError(f"serve-model {name}: neither a transformers folder (no config.json there) nor a key of "
+        raise ParamsError(f"serve-model {name}: neither a transformers folder (no config.json there) nor a key of "
                          f"params `models` ({sorted(models)})")
     spec = models[name]
     if spec.source not in ("pypi-gguf", "local"):
-        raise ValueError(f"models.{name}: source '{spec.source}' is not a local model; serve-model serves packaged "
+        raise ParamsError(f"models.{name}: source '{spec.source}' is not a local model; serve-model serves packaged "
                          "(pypi-gguf) and local models")
     location = Path(model_location(name, spec, ctx.path("models_dir")))
     if not (location / "config.json").is_file():
@@ -34,12 +36,13 @@ def model_folder(name: str, ctx) -> tuple[Path, str]:
 
 
 def serve_model_command(ctx, args) -> int:
+    folder, served = model_folder(args.name, ctx)  # before torch is imported: a wrong name fails at once
+
     import uvicorn
 
     from jouleroute.backends.serve import create_app
     from jouleroute.backends.transformers_backend import TransformersBackend
 
-    folder, served = model_folder(args.name, ctx)
     backend = TransformersBackend(str(folder), args.device, "float32", args.threads)
     app = create_app(backend, args.served_name or served, args.max_tokens)
     print(f"serving {folder} as '{args.served_name or served}' on http://{args.host}:{args.port}/v1 "

@@ -251,9 +251,10 @@ def _held_model(inp: TournamentInputs, candidate: CandidateSpec, settings: Backe
     """
     spec = inp.models[candidate.model]
     revision = model_revision(candidate.model, spec, inp.models_dir)
-    key = stable_hash([settings.model_dump(), candidate.model, spec.model_dump(), revision])
+    key = stable_hash([settings.model_dump(), candidate.model, spec.model_dump(), revision, candidate.base_url])
     record = {"model": candidate.model, "revision": revision, "candidate_id": candidate.candidate_id}
-    build = lambda: make_backend(settings, candidate.model, spec, inp.models_dir)  # noqa: E731
+    build = lambda: make_backend(settings, candidate.model, spec, inp.models_dir, candidate.base_url,  # noqa: E731
+                                 candidate.api_key_env)
     return PROCESS_MODELS.get(key, inp.config.models_per_worker, build, meter, record), record
 
 

@@ -1,4 +1,5 @@
-"""Two upstream servers on loopback (`jouleroute serve-model`, tiny random models), each with its own exporter
+"""Two upstream servers on loopback (the bundled OpenAI-compatible server over a tiny random model, each in a
+thread of the test process: a real HTTP server, without a second torch start-up), each with its own exporter
 process (`jouleroute meter`, its counter stubbed at the NVML boundary: tests/served/stub_counter.py)."""
 
 from __future__ import annotations
@@ -60,12 +61,16 @@ def stop(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def start_meter(server_url: str, log: Path) -> tuple[subprocess.Popen, str]:
+def launch_meter(server_url: str, log: Path) -> tuple[subprocess.Popen, str, list[str]]:
     port = free_port()
-    url = f"http://127.0.0.1:{port}/metrics"
-    proc = start(["meter", "--port", str(port), "--counter", STUB, "--counter-arg", f"server={server_url}/metrics",
-                  "--counter-arg", "j_per_token=0.5", "--counter-arg", f"idle_w={IDLE_W}"], url, log)
-    return proc, url
+    args = ["meter", "--port", str(port), "--counter", STUB, "--counter-arg", f"server={server_url}/metrics",
+            "--counter-arg", "j_per_token=0.5", "--counter-arg", f"idle_w={IDLE_W}"]
+    return launch(args, log), f"http://127.0.0.1:{port}/metrics", args
+
+
+def start_meter(server_url: str, log: Path) -> tuple[subprocess.Popen, str]:
+    proc, url, args = launch_meter(server_url, log)
+    return wait_ready(proc, args, url, log), url
 
 
 @pytest.fixture(scope="package")
@@ -74,24 +79,27 @@ def pool(tmp_path_factory):
     from jouleroute.backends.tiny import build_tiny_llama
 
     root = tmp_path_factory.mktemp("served")
-    procs, out = [], {}
+    procs, out, servers = [], {}, []
     try:
-        waiting = []
+        from jouleroute.backends.serve import ServerThread, create_app
+        from jouleroute.backends.transformers_backend import TransformersBackend
+
         folder = build_tiny_llama(root / "tiny")  # one model, two servers: candidates differ by how they are asked
-        for name in ("a", "b"):  # both servers start at once
-            port = free_port()
-            args = ["serve-model", str(folder), "--port", str(port), "--served-name", f"tiny-{name}",
-                    "--device", "cpu", "--threads", "1"]
-            procs.append(launch(args, root / f"server-{name}.log"))
-            waiting.append((procs[-1], args, f"http://127.0.0.1:{port}/health", root / f"server-{name}.log"))
-            out[name] = {"server": f"http://127.0.0.1:{port}/v1", "root": f"http://127.0.0.1:{port}"}
-        for waited in waiting:
-            wait_ready(*waited)
         for name in ("a", "b"):
-            proc, url = start_meter(out[name]["root"], root / f"meter-{name}.log")
-            procs.append(proc)
+            backend = TransformersBackend(str(folder), device="cpu", torch_threads=1)
+            server = ServerThread(create_app(backend, f"tiny-{name}"))
+            v1 = server.__enter__()
+            servers.append((server, backend))
+            out[name] = {"server": v1, "root": v1.removesuffix("/v1")}
+        launched = {name: launch_meter(out[name]["root"], root / f"meter-{name}.log") for name in ("a", "b")}
+        procs += [proc for proc, _, _ in launched.values()]
+        for name, (proc, url, args) in launched.items():  # both exporters start at once
+            wait_ready(proc, args, url, root / f"meter-{name}.log")
             out[name]["exporter"] = url
         yield out
     finally:
         for proc in procs:
             stop(proc)
+        for server, backend in servers:
+            server.__exit__()
+            backend.close()
