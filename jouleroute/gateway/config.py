@@ -1,6 +1,7 @@
 """Typed ``gateway`` section of params.yaml: what ``jouleroute serve`` routes to, and its limits.
 
-Left empty, the gateway serves the params' own pool in-process (the ``make run`` models)
+Left empty, the gateway serves the params' own pool in-process (the ``make run`` models; a served pool by
+its own servers)
 behind the trained LM router, on loopback, without API keys. Every key is checked: a typo
 is an error, like everywhere else in params.yaml.
 """
@@ -107,7 +108,7 @@ class GatewayConfig(StrictModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     router: GatewayRouterConfig = GatewayRouterConfig()
-    upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)  # empty: the pool, in-process
+    upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)  # empty: the pool (in-process or its servers)
     fallback: bool = False  # on an upstream failure or an empty answer, try the router's next-best candidate
     auth: AuthConfig = AuthConfig()
     limits: LimitsConfig = LimitsConfig()
