@@ -60,20 +60,31 @@ def dispatch(jobs: list, submit, client, logger) -> list[dict]:
     The next job goes to whichever worker frees up first, so each worker works through the
     queue front to back: it serves one model's shards in a row and moves on to the next
     model only when the first one's queue is empty. With the worker-side model cache that
-    is one load per (worker, model). Submitting everything at once would let Dask spread
+    is one load per (worker, model). A served candidate's jobs carry their server (``lane``): one
+    job per server runs at a time, so its exporter's windows never overlap; different servers run at
+    once on different workers. Submitting everything at once would let Dask spread
     and steal jobs across models, and workers would switch back and forth.
     """
     from distributed import wait
 
     queue, in_flight, reports = deque(jobs), {}, []
+    lanes: dict = {}  # future -> lane of a served candidate's job in flight (one job per server at a time)
     while queue or in_flight:
         slots = max(1, sum(client.nthreads().values()))  # asked each time: a lost worker, an elastic cluster
         while queue and len(in_flight) < slots:
-            future = submit(queue.popleft())
+            busy = set(lanes.values())
+            job = next((j for j in queue if not getattr(j, "lane", "") or j.lane not in busy), None)
+            if job is None:
+                break  # every queued job waits for its server's job in flight
+            queue.remove(job)
+            future = submit(job)
             in_flight[future.wrapped_future] = future
+            if getattr(job, "lane", ""):
+                lanes[future.wrapped_future] = job.lane
         with client.as_current():  # `wait` asks for the current client; the flow's may be the only one
             done = wait(list(in_flight), return_when="FIRST_COMPLETED").done
         for dask_future in done:
+            lanes.pop(dask_future, None)
             reports += in_flight.pop(dask_future).result()  # raises the task's error: the flow fails with it
     logger.info("%d shard job(s) done", len(jobs))
     return reports

@@ -123,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
             add_arguments(sp)
         if name == "exp":
             sp.add_argument("exp_args", nargs=argparse.REMAINDER, help="ACTION and its arguments (see above)")
+        if name in ("serve-model", "meter"):
+            from jouleroute.commands.serving import add_arguments
+
+            add_arguments(name, sp)
     return parser
 
 
@@ -136,14 +140,15 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     if not args.verbose:
         quiet_libraries()
-    from jouleroute.commands import COMMANDS
+    from jouleroute.commands import COMMANDS, PARAMS_OPTIONAL
     from jouleroute.stages import STAGES
     from jouleroute.stages.context import StageContext
     from jouleroute.stages.errors import expected_error
 
     ctx = None
     try:
-        ctx = StageContext.load(args.params, progress=None if args.no_progress else _tqdm_progress)
+        if args.command not in PARAMS_OPTIONAL or os.path.exists(args.params):
+            ctx = StageContext.load(args.params, progress=None if args.no_progress else _tqdm_progress)
         fn = {**STAGES, **COMMANDS}[args.command].run
         if args.command in COMMANDS:
             status = fn(ctx, args)

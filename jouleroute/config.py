@@ -68,6 +68,32 @@ class Params(StrictModel):
             if cand.answer_style == "loglik" and self.backend.kind != "transformers":
                 raise ValueError(f"pool.{i}.answer_style: 'loglik' needs backend.kind 'transformers' (the "
                                  f"'{self.backend.kind}' backend cannot score log-likelihoods); use 'direct' or 'cot'")
+            self._check_served(i, cand)
+        return self
+
+    def _check_served(self, i: int, cand: CandidateSpec) -> None:
+        """A pool entry's server and meter keys need the openai backend; a served entry names its energy."""
+        served = self.backend.kind == "openai"
+        own = [k for k in ("base_url", "api_key_env", "energy") if getattr(cand, k) is not None]
+        if own and not served:
+            raise ValueError(f"pool.{i}.{own[0]}: a candidate's own server and meter need backend.kind 'openai' "
+                             f"(backend.kind is '{self.backend.kind}')")
+        if served and cand.energy is None and not self.energy.served_client_estimate:
+            raise ValueError(
+                f"pool.{i}.energy: served candidate '{cand.candidate_id}' needs an energy section: exporter_url + "
+                "gpus (its GPU node's DCGM exporter or `jouleroute meter`) and reference (an ML.ENERGY model id) "
+                "or j_per_output_token for the modelled energy (docs/cluster.md); this client's CPU time is not "
+                "its energy (energy.served_client_estimate: true records it anyway, labelled estimated)")
+
+    @model_validator(mode="after")
+    def _router_base_is_local(self) -> "Params":
+        """The LM router is trained and runs where jouleroute runs: its base model cannot be a served one."""
+        spec = self.models.get(self.sft.base_model)
+        if spec is not None and spec.source == "served":
+            raise ValueError(f"sft.base_model: '{self.sft.base_model}' is a served model (models."
+                             f"{self.sft.base_model}.source 'served'), but the router is trained and runs where "
+                             "jouleroute runs: give a local folder or a packaged model (a `models` key with source "
+                             "pypi-gguf or local)")
         return self
 
     @model_validator(mode="after")
@@ -146,9 +172,19 @@ def load_params(path: str | Path = "params.yaml") -> Params:
                     suggested.add((*err["loc"][:-1], hint.split("'")[1]))
         for err in exc.errors():
             if err["type"] != "extra_forbidden" and not (err["type"] == "missing" and tuple(err["loc"]) in suggested):
-                where = ".".join(str(p) for p in err["loc"]) or "<top>"
-                problems.append(f"  - {where}: {err['msg']} (got {err.get('input')!r:.80})")
+                problems.append(f"  - {problem_line(err)}")
         raise ParamsError("\n".join([f"{path}: {len(problems)} problem(s)", *problems])) from None
+
+
+def problem_line(err: dict) -> str:
+    """One error as ``key: what is wrong (got value)``. A check across keys (a model validator) names its key in
+    its own message and gets no ``got``: its input is a whole section, or the whole params file."""
+    where = ".".join(str(p) for p in err["loc"])
+    message = str(err["msg"]).removeprefix("Value error, ")
+    value = err.get("input")
+    if isinstance(value, (dict, list)) and err["type"] == "value_error":
+        return f"{where}: {message}" if where else message
+    return f"{where or '<top>'}: {message} (got {value!r:.80})"
 
 
 def did_you_mean(loc: tuple) -> str:

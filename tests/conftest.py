@@ -22,6 +22,7 @@ INTEGRATION = {
     "pipeline": "tiny repositories under real DVC, the CLI in subprocesses",
     "orchestration": "Prefect servers, Dask clusters, a browser on the Prefect UI",
     "gateway": "gateway and upstream HTTP servers on loopback",
+    "served": "model servers and energy exporters in their own processes on loopback",
     "evaluation/test_mlflow_ui.py": "the MLflow UI server and a browser",
     "test_ui_ports.py": "`make ui-mlflow` serving on a port",
     "evaluation/test_mlflow.py": "a full evaluation logged to a real MLflow store",

@@ -10,14 +10,17 @@ from jouleroute.models import model_location
 from jouleroute.pool import ModelSpec
 
 
-def make_backend(cfg: BackendConfig, model_name: str, spec: ModelSpec, models_dir: Path) -> Backend:
-    """``transformers``/``vllm`` load the model in-process; ``openai`` talks to ``cfg.base_url``."""
+def make_backend(cfg: BackendConfig, model_name: str, spec: ModelSpec, models_dir: Path,
+                 base_url: str | None = None, api_key_env: str | None = None) -> Backend:
+    """``transformers``/``vllm`` load the model in-process; ``openai`` talks to ``base_url`` (a pool entry's own
+    server) or ``cfg.base_url``, with at most ``cfg.concurrency`` requests in flight to that server."""
     if cfg.kind == "openai":
         from jouleroute.backends.openai_backend import OpenAIBackend
 
         served = spec.served_name or model_name
         return OpenAIBackend(
-            cfg.base_url, served, cfg.api_key_env, cfg.concurrency, cfg.timeout_s, cfg.max_retries, cfg.stream
+            base_url or cfg.base_url, served, api_key_env or cfg.api_key_env, cfg.concurrency, cfg.timeout_s,
+            cfg.max_retries, cfg.stream,
         )
     if spec.source == "served":
         raise ValueError(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,6 +25,17 @@ logger = logging.getLogger(__name__)
 
 class BackendRequestError(RuntimeError):
     """The server rejected a request, or kept failing after the retries."""
+
+
+# One limit per server, shared by every client of it in this process (two candidates of one server share it).
+_SERVER_SLOTS: dict[str, threading.BoundedSemaphore] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+def server_slots(base_url: str, concurrency: int) -> threading.BoundedSemaphore:
+    """The semaphore that keeps at most ``concurrency`` requests in flight to ``base_url`` (first size wins)."""
+    with _SLOTS_LOCK:
+        return _SERVER_SLOTS.setdefault(base_url.rstrip("/"), threading.BoundedSemaphore(concurrency))
 
 
 class OpenAIBackend(Backend):
@@ -44,7 +56,7 @@ class OpenAIBackend(Backend):
         if api_key_env:
             key = os.environ.get(api_key_env)
             if not key:
-                raise BackendRequestError(f"backend.api_key_env names ${api_key_env}, which is not set")
+                raise BackendRequestError(f"api_key_env names ${api_key_env} (for {base_url}), which is not set")
             headers["Authorization"] = f"Bearer {key}"
         self.model_id = model_id
         self.base_url = base_url.rstrip("/")
@@ -52,6 +64,7 @@ class OpenAIBackend(Backend):
         self.max_retries = max_retries
         self.stream = stream
         self.backoff_s = backoff_s
+        self._slots = server_slots(self.base_url, concurrency)
         self._client = httpx.Client(
             base_url=self.base_url,
             headers=headers,
@@ -79,7 +92,8 @@ class OpenAIBackend(Backend):
         path, body = self._payload(request)
         for attempt in range(self.max_retries + 1):
             try:
-                return self._post(path, body)
+                with self._slots:
+                    return self._post(path, body)
             except (httpx.TransportError, _ServerError) as error:
                 if attempt == self.max_retries:
                     raise BackendRequestError(

@@ -3,7 +3,9 @@
 Generation is greedy whatever ``temperature`` the client sends, and requests are served
 one at a time (a lock): in-process backends are not thread-safe, and serial service makes
 the server's answers identical to the backend's own. Streaming is supported in form: the
-whole answer arrives as one chunk, then a usage chunk.
+whole answer arrives as one chunk, then a usage chunk. ``/metrics`` counts the tokens served
+(Prometheus text, like vLLM's ``vllm:generation_tokens_total``): ``jouleroute_serve_generation_tokens_total``
+and ``jouleroute_serve_prompt_tokens_total``, counted before the answer is sent.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import uuid
 from typing import Iterator
 
 from fastapi import FastAPI, HTTPException
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from jouleroute.backends.base import Backend, GenRequest, GenResult
@@ -45,8 +47,13 @@ class ChatBody(_Body):
 
 def create_app(backend: Backend, served_name: str, default_max_tokens: int = 256) -> FastAPI:
     """An app serving ``backend`` under the model name ``served_name``."""
+    from prometheus_client import CollectorRegistry, Counter, generate_latest
+
     app = FastAPI(title="jouleroute OpenAI-compatible server")
     lock = threading.Lock()
+    registry = CollectorRegistry()
+    generated = Counter("jouleroute_serve_generation_tokens", "Tokens generated", registry=registry)
+    prompted = Counter("jouleroute_serve_prompt_tokens", "Prompt tokens read", registry=registry)
 
     def run(body: _Body, prompt: str | None, messages: list[dict] | None) -> GenResult:
         if body.model != served_name:
@@ -59,7 +66,10 @@ def create_app(backend: Backend, served_name: str, default_max_tokens: int = 256
             raise HTTPException(400, str(error)) from error
         with lock:
             try:
-                return backend.generate([request])[0]
+                result = backend.generate([request])[0]
+                generated.inc(result.output_tokens)
+                prompted.inc(result.input_tokens)
+                return result
             except Exception as error:  # a failed generation is the server's fault: 500, keep serving
                 logger.exception("generation failed")
                 raise HTTPException(500, f"generation failed: {error}") from error
@@ -89,6 +99,10 @@ def create_app(backend: Backend, served_name: str, default_max_tokens: int = 256
     @app.get("/health")
     def health() -> dict:
         return {"status": "ok"}
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/models")
     def list_models() -> dict:

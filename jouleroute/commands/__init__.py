@@ -39,4 +39,17 @@ COMMANDS: dict[str, Command] = {
              "Forwards to `jouleroute-flow` (flows/cli.py; the library never imports Prefect), e.g.\n"
              "`jouleroute flow run`, `jouleroute flow deploy --cron \"0 3 * * *\" --timezone UTC`.\n"
              "See `jouleroute-flow --help` and docs/orchestration.md."),
+    "serve-model": Command(_here("serving", "serve_model_command"),
+                           "Serve one model over an OpenAI-compatible API (tests, laptop demos).",
+                           "NAME: a packaged or local model of params `models`, or a transformers folder. The\n"
+                           "bundled server (jouleroute/backends/serve.py): greedy, one request at a time, token counts\n"
+                           "on /metrics. On GPU nodes use `vllm serve` (docs/cluster.md)."),
+    "meter": Command(_here("serving", "meter_command"),
+                     "Export this node's energy counter (Zeus NVML/RAPL) in the DCGM exporter's format.",
+                     "Prometheus text on /metrics: DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=...} in millijoules,\n"
+                     "read when scraped. Served candidates name it as energy.exporter_url (docs/cluster.md).\n"
+                     "Needs no params file."),
 }
+
+# Commands that run where no params file is (a GPU node): the params are read only when the file exists.
+PARAMS_OPTIONAL = ("meter", "serve-model")

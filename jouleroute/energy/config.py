@@ -44,6 +44,9 @@ class EnergyConfig(StrictModel):
     gpu_indices: list[int] | None = Field(default=None, description="null: every visible GPU")
     prefill_weight: float = Field(default=DEFAULT_PREFILL_WEIGHT, ge=0,
                                   description="attribution: a prompt token's cost relative to a generated one")
+    served_client_estimate: bool = Field(default=False, description=(
+        "backend.kind openai only: true lets a pool entry without `energy` be metered on this client "
+        "(its CPU time, labelled estimated: not the server's energy); false refuses it"))
 
 
 class EnergyPolicy(StrictModel):

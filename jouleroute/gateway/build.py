@@ -23,6 +23,7 @@ from jouleroute.gateway.config import LOOPBACK_HOSTS, GatewayConfig, GatewayRout
 from jouleroute.gateway.energy import ExpectedEnergy
 from jouleroute.gateway.routers import GatewayRouter, ScoringGatewayRouter, lm_gateway_router
 from jouleroute.gateway.service import Gateway
+from jouleroute.gateway.measured import MeasuredEnergy
 from jouleroute.gateway.remote import RemoteUpstream
 from jouleroute.gateway.upstreams import InProcessUpstream, Upstream
 from jouleroute.paths import PathsConfig
@@ -185,18 +186,31 @@ def fitted_baseline(p: Params, kind: str, root: Path, meter: Meter):
     return build_baseline(kind, profile, queries, candidates, baselines, meter=meter, energy=p.energy_policy)
 
 
+def default_upstream(p: Params, cand) -> UpstreamConfig:
+    """A pool entry with no gateway.upstreams entry: its own server when the pool is served, else in-process."""
+    spec = p.models[cand.model]
+    if p.backend.kind == "openai" and spec.source == "served":
+        return UpstreamConfig(kind="openai", base_url=cand.base_url or p.backend.base_url,
+                              served_name=spec.served_name, api_key_env=cand.api_key_env or p.backend.api_key_env)
+    return UpstreamConfig(kind="inprocess")
+
+
 def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, lock: threading.Lock,
                     expected: ExpectedEnergy) -> dict[str, Upstream]:
-    configured = cfg.upstreams or {c: UpstreamConfig(kind="inprocess") for c in p.candidate_ids}
+    configured = cfg.upstreams or {c.candidate_id: default_upstream(p, c) for c in p.pool}
     if not configured:
         raise ValueError("nothing to serve: the params have no pool and gateway.upstreams is empty")
     pool = {c.candidate_id: c for c in p.pool}
     backends: dict[str, object] = {}  # one loaded model per pool model, shared by its candidates
     upstreams: dict[str, Upstream] = {}
+    measured = MeasuredEnergy(p.energy.prefill_weight, min((u.energy_scrape_s for u in configured.values()),
+                                                           default=1.0))
     for cid, up in configured.items():
         if up.kind == "openai":
+            energy = up.energy or (pool[cid].energy if cid in pool else None)  # the tournament's exporter
             upstreams[cid] = RemoteUpstream(cid, up.base_url, up.served_name or cid, expected, up.timeout_s,
-                                            up.connect_timeout_s, up.concurrency, up.api_key_env)
+                                            up.connect_timeout_s, up.concurrency, up.api_key_env, measured,
+                                            measured.tracker(energy))
             continue
         if cid not in pool:
             raise ValueError(f"gateway.upstreams.{cid}: an inprocess upstream must be a pool candidate "
@@ -228,4 +242,14 @@ def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None) -> Ga
                          f"({p.candidate_ids}) lacks; rerun `make run` so router and pool match, or map them "
                          "in gateway.upstreams")
     upstreams = build_upstreams(p, cfg, root, meter, lock, expected)
-    return Gateway(cfg, router, upstreams, keys, lock)
+    gateway = Gateway(cfg, router, upstreams, keys, lock)
+    attach_measured(gateway)
+    return gateway
+
+
+def attach_measured(gateway: Gateway) -> None:
+    """Export the upstreams' measured joules in the gateway's /metrics (one collector for all of them)."""
+    measured = {id(u.measured): u.measured for u in gateway.upstreams.values()
+                if isinstance(u, RemoteUpstream) and u.measured is not None and u.measured.trackers}
+    for collector in measured.values():
+        gateway.metrics.registry.register(collector)

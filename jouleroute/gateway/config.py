@@ -1,6 +1,7 @@
 """Typed ``gateway`` section of params.yaml: what ``jouleroute serve`` routes to, and its limits.
 
-Left empty, the gateway serves the params' own pool in-process (the ``make run`` models)
+Left empty, the gateway serves the params' own pool in-process (the ``make run`` models; a served pool by
+its own servers)
 behind the trained LM router, on loopback, without API keys. Every key is checked: a typo
 is an error, like everywhere else in params.yaml.
 """
@@ -11,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from jouleroute.pool import ServedEnergy
 from jouleroute.strict import StrictModel
 
 AUTO_MODEL = "jouleroute-auto"
@@ -67,13 +69,16 @@ class UpstreamConfig(StrictModel):
     timeout_s: float = Field(default=120.0, gt=0)  # whole request, streaming included
     connect_timeout_s: float = Field(default=5.0, gt=0)
     concurrency: int = Field(default=32, ge=1)  # requests in flight to this upstream at once
+    # openai: its GPU node's exporter (measured answers, gateway/measured.py); default: the pool entry's `energy`
+    energy: ServedEnergy | None = None
+    energy_scrape_s: float = Field(default=1.0, gt=0)  # how often the exporter is read
 
     @model_validator(mode="after")
     def _openai_needs_url(self) -> "UpstreamConfig":
         if self.kind == "openai" and not self.base_url:
             raise ValueError("an openai upstream needs base_url (its /v1 root)")
-        if self.kind == "inprocess" and (self.base_url or self.served_name or self.api_key_env):
-            raise ValueError("base_url, served_name and api_key_env only apply to openai upstreams")
+        if self.kind == "inprocess" and (self.base_url or self.served_name or self.api_key_env or self.energy):
+            raise ValueError("base_url, served_name, api_key_env and energy only apply to openai upstreams")
         return self
 
 
@@ -106,7 +111,7 @@ class GatewayConfig(StrictModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     router: GatewayRouterConfig = GatewayRouterConfig()
-    upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)  # empty: the pool, in-process
+    upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)  # empty: the pool (in-process or its servers)
     fallback: bool = False  # on an upstream failure or an empty answer, try the router's next-best candidate
     auth: AuthConfig = AuthConfig()
     limits: LimitsConfig = LimitsConfig()

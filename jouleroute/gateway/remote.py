@@ -16,17 +16,21 @@ from typing import AsyncIterator
 import aiohttp
 
 from jouleroute.gateway.energy import ExpectedEnergy
+from jouleroute.gateway.measured import ExporterTracker, MeasuredEnergy
 from jouleroute.gateway.protocol import ParsedRequest
 from jouleroute.gateway.upstreams import Answer, Stream, Upstream, UpstreamError
 
 
 class RemoteUpstream(Upstream):
-    """Energy is the profile's expectation for the answer's token counts (``expected:<source>``)."""
+    """Energy is measured on the upstream's GPU node when its exporter is named (``measured-*``,
+    gateway/measured.py), else the profile's expectation for the answer's token counts (``expected:<source>``)."""
 
     def __init__(self, candidate_id: str, base_url: str, served_name: str, expected: ExpectedEnergy,
                  timeout_s: float = 120.0, connect_timeout_s: float = 5.0, concurrency: int = 32,
-                 api_key_env: str | None = None) -> None:
+                 api_key_env: str | None = None, measured: MeasuredEnergy | None = None,
+                 tracker: ExporterTracker | None = None) -> None:
         self.candidate_id, self.served_name, self.expected = candidate_id, served_name, expected
+        self.measured, self.tracker = measured, tracker
         self.base_url = base_url.rstrip("/")
         self.where = f"'{candidate_id}' at {base_url}"
         self.headers = {}
@@ -63,20 +67,43 @@ class RemoteUpstream(Upstream):
             raise UpstreamError(self.where, 502, "answered without `usage` token counts")
         prompt, completion = int(usage["prompt_tokens"]), int(usage["completion_tokens"])
         energy, source = self.expected.estimate(self.candidate_id, prompt, completion)
+        if self.tracker is not None:
+            measured = self.tracker.finish(self.candidate_id, prompt, completion, energy)
+            if measured is not None:
+                energy, source = measured
         return Answer(body, prompt, completion, energy, source)
+
+    def _begin(self) -> None:
+        if self.tracker is not None:
+            self.measured.start()  # type: ignore[union-attr]
+            self.tracker.begin()
+
+    def _abandon(self) -> None:
+        if self.tracker is not None:
+            self.tracker.abandon()
 
     async def complete(self, request: ParsedRequest) -> Answer:
         url, body = self._url_and_body(request, stream=False)
+        self._begin()
         try:
             async with self._session().post(url, json=body) as response:
                 status, text = response.status, await response.text()
+            data = checked_json(status, text, self.where)
         except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+            self._abandon()
             raise self._error(error) from error
-        data = checked_json(status, text, self.where)
-        return self._answer(data, data.get("usage"))
+        except UpstreamError:
+            self._abandon()
+            raise
+        try:
+            return self._answer(data, data.get("usage"))
+        except UpstreamError:
+            self._abandon()
+            raise
 
     async def stream(self, request: ParsedRequest) -> Stream:
         url, body = self._url_and_body(request, stream=True)
+        self._begin()
         try:
             response = await self._session().post(url, json=body)
             if response.status >= 400:
@@ -84,13 +111,17 @@ class RemoteUpstream(Upstream):
                 response.release()
                 checked_json(status, text, self.where)
         except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+            self._abandon()
             raise self._error(error) from error
+        except UpstreamError:
+            self._abandon()
+            raise
         stream = Stream()
         stream.chunks = self._chunks(response, stream)
         return stream
 
     async def _chunks(self, response: aiohttp.ClientResponse, stream: Stream) -> AsyncIterator[dict]:
-        usage = None
+        usage, finished = None, False
         try:
             async for raw in response.content:  # one SSE line at a time
                 line = raw.decode().strip()
@@ -104,11 +135,18 @@ class RemoteUpstream(Upstream):
                     raise UpstreamError(self.where, 502, f"failed mid-stream: {chunk['error']}")
                 usage = chunk.get("usage") or usage
                 yield chunk
+            finished = True
         except (aiohttp.ClientError, asyncio.TimeoutError) as error:
             raise self._error(error) from error
         finally:
             response.release()
-        stream.answer = self._answer(None, usage)
+            if not finished:
+                self._abandon()
+        try:
+            stream.answer = self._answer(None, usage)
+        except UpstreamError:
+            self._abandon()
+            raise
 
     async def problem(self) -> str | None:
         try:
@@ -122,6 +160,8 @@ class RemoteUpstream(Upstream):
     async def aclose(self) -> None:
         if self.session is not None:
             await self.session.close()
+        if self.measured is not None:
+            await self.measured.aclose()
 
 
 def checked_json(status: int, text: str, where: str) -> dict:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -32,6 +33,7 @@ from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.provenance import seed_everything, stable_hash
 from jouleroute.tournament.config import TournamentConfig
 from jouleroute.tournament.loading import PROCESS_MODELS, model_revision, worker_name
+from jouleroute.tournament.served import ModelledRate, served_meter, server_of
 from jouleroute.tournament.shards import ShardStore, write_profile
 
 logger = logging.getLogger(__name__)
@@ -51,6 +53,12 @@ class TournamentInputs:
     shards_dir: Path
     profile_path: Path
     data_dir: Path  # benchmark files, for few-shot exemplars
+    # served candidates (backend.kind openai): modelled per-token joules, used without (or after losing) an exporter
+    modelled: dict[str, ModelledRate] = field(default_factory=dict)
+
+    def is_served(self, candidate: CandidateSpec) -> bool:
+        """Metered on its GPU node (or modelled), never by this process: an openai candidate with `energy`."""
+        return self.backend.kind == "openai" and candidate.energy is not None
 
 
 def build_request(row: pd.Series, candidate: CandidateSpec, data_dir: Path) -> GenRequest | LoglikRequest:
@@ -98,6 +106,8 @@ class ShardJob:
     candidate_id: str
     key: str  # shard folder (candidate version)
     batches: tuple[tuple[str, ...], ...]  # query ids per batch
+    # a served candidate's server: jobs of one lane never run at once (its exporter's windows must not overlap)
+    lane: str = ""
 
     @property
     def n_pairs(self) -> int:
@@ -138,7 +148,8 @@ def plan_tournament(inp: TournamentInputs, run_id: str, batches_per_job: int | N
         pending = [q for q in queries["query_id"] if (q, candidate.candidate_id) not in done]
         batches = [tuple(pending[i:i + candidate.batch_size]) for i in range(0, len(pending), candidate.batch_size)]
         step = batches_per_job or max(len(batches), 1)
-        jobs += [ShardJob(candidate.candidate_id, keys[candidate.candidate_id], tuple(batches[i:i + step]))
+        lane = server_of(candidate, inp.backend.base_url) if inp.is_served(candidate) else ""
+        jobs += [ShardJob(candidate.candidate_id, keys[candidate.candidate_id], tuple(batches[i:i + step]), lane)
                  for i in range(0, len(batches), step)]
     logger.info("tournament: %d queries x %d candidates, %d pairs already done, %d job(s) to run",
                 len(queries), len(inp.pool), len(done), len(jobs))
@@ -159,12 +170,30 @@ def run_tournament(inp: TournamentInputs, run_id: str, progress: ProgressFactory
     plan = plan_tournament(inp, run_id, batches_per_job)
     if run_jobs is None:
         try:
-            reports = [r for job in plan.jobs for r in run_job(inp, job, run_id, progress)]
+            reports = _run_here(inp, plan.jobs, run_id, progress)
         finally:
             PROCESS_MODELS.release()  # the serial run is over: free the last model
     else:
         reports = run_jobs(inp, plan.jobs, run_id) if plan.jobs else []
     return finish_tournament(inp, plan, run_id, reports)
+
+
+def _run_here(inp: TournamentInputs, jobs: list[ShardJob], run_id: str, progress) -> list[dict]:
+    """Jobs in this process: one after the other, except that served candidates on different servers run
+    at once (one thread per server; a server's own jobs stay in order, so its exporter's windows never
+    overlap; ``backend.concurrency`` requests in flight per server)."""
+    pool = {c.candidate_id: c for c in inp.pool}
+    if inp.backend.kind != "openai":
+        return [r for job in jobs for r in run_job(inp, job, run_id, progress)]
+    lanes: dict[str, list[ShardJob]] = {}
+    for job in jobs:
+        lanes.setdefault(server_of(pool[job.candidate_id], inp.backend.base_url), []).append(job)
+
+    def lane(lane_jobs: list[ShardJob]) -> list[dict]:
+        return [r for job in lane_jobs for r in run_job(inp, job, run_id, progress)]
+
+    with ThreadPoolExecutor(max_workers=max(len(lanes), 1), thread_name_prefix="server") as threads:
+        return [r for reports in threads.map(lane, lanes.values()) for r in reports]
 
 
 def finish_tournament(inp: TournamentInputs, plan: TournamentPlan, run_id: str, reports: list[dict]) -> pd.DataFrame:
@@ -222,9 +251,10 @@ def _held_model(inp: TournamentInputs, candidate: CandidateSpec, settings: Backe
     """
     spec = inp.models[candidate.model]
     revision = model_revision(candidate.model, spec, inp.models_dir)
-    key = stable_hash([settings.model_dump(), candidate.model, spec.model_dump(), revision])
+    key = stable_hash([settings.model_dump(), candidate.model, spec.model_dump(), revision, candidate.base_url])
     record = {"model": candidate.model, "revision": revision, "candidate_id": candidate.candidate_id}
-    build = lambda: make_backend(settings, candidate.model, spec, inp.models_dir)  # noqa: E731
+    build = lambda: make_backend(settings, candidate.model, spec, inp.models_dir, candidate.base_url,  # noqa: E731
+                                 candidate.api_key_env)
     return PROCESS_MODELS.get(key, inp.config.models_per_worker, build, meter, record), record
 
 
@@ -247,6 +277,8 @@ def run_job(inp: TournamentInputs, job: ShardJob, run_id: str, progress: Progres
     todo = [b for b in job.batches if not store.path_for(job.key, list(b)).exists()]
     if not todo:
         return []
+    if inp.is_served(candidate):
+        return _run_served_job(inp, job, candidate, todo, run_id, progress, store)
     PROCESS_MODELS.begin_run(run_id)  # before the idle measurement: a new run starts with no model loaded
     meter, idle_w, device = _meter_for(inp.energy, run_id)
     worker = worker_name()
@@ -289,9 +321,42 @@ def run_job(inp: TournamentInputs, job: ShardJob, run_id: str, progress: Progres
     return reports
 
 
-def _row(row, candidate, backend, res, share, measurement, idle_w, batch_size, run_id, prefill_weight) -> dict:
+def _run_served_job(inp: TournamentInputs, job: ShardJob, candidate: CandidateSpec, todo, run_id: str,
+                    progress: ProgressFactory | None, store: ShardStore) -> list[dict]:
+    """A served candidate's batches: its own server, metered on its GPU node (tournament/served.py)."""
+    meter = served_meter(run_id, candidate, inp.modelled[candidate.candidate_id], inp.energy.idle_seconds,
+                         inp.energy.prefill_weight)
+    worker = worker_name()
+    rows_by_id = inp.queries.set_index("query_id", drop=False)
+    spec = inp.models[candidate.model]
+    tick = progress(sum(len(b) for b in todo), candidate.candidate_id) if progress else (lambda n: None)
+    reports = []
+    with make_backend(inp.backend, candidate.model, spec, inp.models_dir, candidate.base_url,
+                      candidate.api_key_env) as backend:
+        for ids in todo:
+            batch = rows_by_id.loc[list(ids)]
+            requests = [build_request(row, candidate, inp.data_dir) for _, row in batch.iterrows()]
+            results, energy = meter.measure(lambda: answer_requests(backend, requests))
+            rows = [_row(row, candidate, backend, res, share, energy.measurement, energy.idle_power_w, len(batch),
+                         run_id, inp.energy.prefill_weight, energy.rule)
+                    for (_, row), res, share in zip(batch.iterrows(), results, energy.shares)]
+            device = meter.device_info()
+            meta = {"run_id": run_id, "worker": worker, "device": device, "meter": energy.measurement.source,
+                    "idle_power_w": energy.idle_power_w, "server": server_of(candidate, inp.backend.base_url)}
+            path = store.write(job.key, rows, meta)
+            reports.append({"shard": f"{job.key}/{path.name}", "worker": f"{worker}/{candidate.candidate_id}",
+                            "rows": len(rows), "energy_j": float(energy.measurement.energy_j),
+                            "window_s": float(energy.measurement.time_s),
+                            "energy_source": energy.measurement.source, "idle_power_w": energy.idle_power_w,
+                            "meter": energy.measurement.source, "device": device, "model_loads": []})
+            tick(len(batch))
+    return reports
+
+
+def _row(row, candidate, backend, res, share, measurement, idle_w, batch_size, run_id, prefill_weight,
+         rule: str | None = None) -> dict:
     grade = get_task(row["task"]).grade_row(res.text, row)
-    rule = attribution_rule(prefill_weight)
+    rule = rule or attribution_rule(prefill_weight)
     energy_j, energy_net_j = share
     return {
         "query_id": row["query_id"], "candidate_id": candidate.candidate_id, "task": row["task"],

@@ -105,7 +105,8 @@ def run_validate(
     # GE forces this module's logger to INFO at import; let it inherit the application's level instead
     logging.getLogger("great_expectations.data_context.types.base").setLevel(logging.NOTSET)
 
-    from jouleroute.validation.suite import cross_expectations, profile_expectations
+    from jouleroute.validation.suite import (cross_expectations, plausibility_expectations, plausibility_frame,
+                                             profile_expectations)
 
     profile_path, out_dir = Path(profile_path), Path(out_dir)
     profile = _read_parquet(profile_path, "profile")
@@ -147,6 +148,9 @@ def run_validate(
         joined = profile[["query_id", "candidate_id", "task", "split"]].merge(
             queries.rename(columns={"task": "query_task", "split": "query_split"}), on="query_id", how="left")
         frames["profile_vs_queries"] = (joined, cross_expectations())
+    generated = plausibility_frame(profile)
+    if generated is not None and len(generated) and cfg.min_j_per_output_token > 0:
+        frames["energy_plausibility"] = (generated, plausibility_expectations(cfg.min_j_per_output_token))
 
     failures: list[FailedCheck] = []
     ge_json: dict[str, dict] = {}

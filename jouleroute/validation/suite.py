@@ -205,6 +205,30 @@ def profile_expectations(
     return out
 
 
+def plausibility_frame(profile):
+    """The generated answers (output_tokens > 0; log-likelihood rows generate none), with their J per token."""
+    needed = {"query_id", "candidate_id", "energy_j", "energy_source", "output_tokens"}
+    if not needed <= set(profile.columns):
+        return None
+    rows = profile.loc[profile["output_tokens"] > 0, sorted(needed)].copy()
+    rows["j_per_output_token"] = rows["energy_j"] / rows["output_tokens"]
+    return rows.reset_index(drop=True)
+
+
+def plausibility_expectations(floor: float) -> list:
+    """Joules per output token at least ``floor`` (params validate.min_j_per_output_token)."""
+    if floor <= 0:
+        return []
+    return [_expect(
+        E.ExpectColumnValuesToBeBetween(column="j_per_output_token", min_value=floor),
+        "plausibility",
+        f"energy_j / output_tokens >= validate.min_j_per_output_token = {floor:g} J per output token (1% of "
+        "the smallest ML.ENERGY reference). Far less is not an answer's energy: most likely the client's own "
+        "CPU time for a call to a served model (meter the GPU node: energy.exporter_url, docs/cluster.md), "
+        "or a meter window that missed the work",
+    )]
+
+
 def cross_expectations() -> list:
     """Expectations on the profile joined to the query table (columns query_task, query_split).
 

@@ -119,3 +119,13 @@ def test_config_rejects_unknown_keys():
 def test_missing_profile_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.parquet"):
         run_validate(tmp_path / "nope.parquet", tmp_path / "out", CFG)
+
+
+def test_client_cpu_time_as_answer_energy_fails_naming_the_floor(paths, valid_tables):
+    """Today's served-pool rows (0.008 J per answer of 20 tokens: the HTTP client's CPU time) are refused."""
+    _, profile = valid_tables
+    served = profile.assign(energy_j=0.008, energy_net_j=0.008, output_tokens=20)
+    message = _fails(paths, served)
+    assert "validate.min_j_per_output_token = 0.001" in message and "client's own CPU time" in message
+    assert "(j_per_output_token): 100.00% of rows" in message and "j_per_output_token=0.0004," in message
+    _run(paths, served, cfg=ValidateConfig(data_docs=False, min_j_per_output_token=0.0001))  # a lower floor passes

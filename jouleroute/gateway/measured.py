@@ -1,0 +1,176 @@
+"""Measured joules of upstream answers: the GPU nodes' exporters, read by the gateway (docs/gateway.md).
+
+One ``ExporterTracker`` per exporter and GPU set (candidates served on the same GPUs share one). It reads
+the counter every ``interval_s`` in a background task and splits each interval's joules over the answers
+completed in it, by the tournament's rule (one generated token = 1, one prompt token = ``prefill_weight``).
+An interval in which answers were in flight but none completed carries its joules to the next one; an
+interval with nothing in flight is idle (its mean power is exported as the idle power, and its joules are
+charged to no answer). Per candidate it keeps the measured joules and the profile's expectation for the
+same answers, so /metrics shows their ratio: far from 1, the profile has gone stale.
+
+An answer's own figure (headers, ``usage``) is known before the interval it ends in is read: it is the
+answer's weighted tokens at the exporter's last measured J per weighted token, labelled with the exporter's
+source (``measured-nvml``). Before the first measured interval, or while the exporter cannot be read, the
+answer keeps the profile's expectation (``expected:<source>``), as without an exporter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from jouleroute.energy.exporter import ExporterError, counter_delta_j, read_exporter
+from jouleroute.pool import ServedEnergy
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Done:
+    candidate: str
+    weight: float
+    expected_j: float | None
+
+
+@dataclass
+class ExporterTracker:
+    url: str
+    gpus: list[int]
+    metric: str
+    timeout_s: float
+    prefill_weight: float
+    in_flight: int = 0
+    done: list[_Done] = field(default_factory=list)
+    carry_j: float = 0.0
+    rate_j_per_token: float | None = None
+    idle_power_w: float | None = None
+    up: bool = False
+    source: str = "measured-nvml"
+    last: tuple[float, dict[int, float]] | None = None
+    measured_j: dict[str, float] = field(default_factory=dict)
+    expected_j: dict[str, float] = field(default_factory=dict)  # the expectation for the answers measured
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def begin(self) -> None:
+        with self.lock:
+            self.in_flight += 1
+
+    def abandon(self) -> None:
+        with self.lock:
+            self.in_flight -= 1
+
+    def finish(self, candidate: str, prompt: int, completion: int, expected_j: float | None) -> tuple[float, str] | None:
+        """Count a completed answer into this interval; its figure at the last measured rate, or None."""
+        weight = completion + self.prefill_weight * prompt
+        with self.lock:
+            self.in_flight -= 1
+            if self.last is not None:
+                self.done.append(_Done(candidate, weight, expected_j))
+            if self.up and self.rate_j_per_token is not None:
+                return self.rate_j_per_token * weight, self.source
+        return None
+
+    def scrape(self, client: httpx.Client | None = None) -> None:
+        try:
+            counters, source = read_exporter(self.url, self.metric, self.gpus, self.timeout_s, client)
+            now = time.perf_counter()
+            delta = None if self.last is None else sum(counter_delta_j(self.last[1], counters, self.url).values())
+        except ExporterError as error:
+            if self.up or self.last is None:
+                logger.warning("exporter %s not readable (%s): upstream answers carry the profile's expectation "
+                               "until it answers again", self.url, error)
+            with self.lock:
+                self.up, self.last, self.carry_j = False, None, 0.0
+                self.done = []
+            return
+        with self.lock:
+            if delta is not None:
+                self._attribute(delta, now - self.last[0])
+            self.up, self.source, self.last = True, source, (now, counters)
+
+    def _attribute(self, delta_j: float, elapsed_s: float) -> None:
+        if self.done:
+            joules = self.carry_j + delta_j
+            total = sum(d.weight for d in self.done)
+            for d in self.done:
+                share = joules * (d.weight / total if total > 0 else 1.0 / len(self.done))
+                self.measured_j[d.candidate] = self.measured_j.get(d.candidate, 0.0) + share
+                if d.expected_j is not None:
+                    self.expected_j[d.candidate] = self.expected_j.get(d.candidate, 0.0) + d.expected_j
+            if total > 0:
+                self.rate_j_per_token = joules / total
+            self.done, self.carry_j = [], 0.0
+        elif self.in_flight > 0:
+            self.carry_j += delta_j
+        elif elapsed_s > 0:
+            self.idle_power_w, self.carry_j = delta_j / elapsed_s, 0.0
+
+
+class MeasuredEnergy:
+    """Every exporter the gateway reads, their scraping task, and their /metrics families."""
+
+    def __init__(self, prefill_weight: float, interval_s: float = 1.0) -> None:
+        self.prefill_weight, self.interval_s = prefill_weight, interval_s
+        self.trackers: dict[tuple[str, tuple[int, ...]], ExporterTracker] = {}
+        self.task: asyncio.Task | None = None
+
+    def tracker(self, energy: ServedEnergy | None) -> ExporterTracker | None:
+        if energy is None or energy.exporter_url is None:
+            return None
+        key = (energy.exporter_url, tuple(energy.gpus or ()))
+        if key not in self.trackers:
+            self.trackers[key] = ExporterTracker(energy.exporter_url, list(energy.gpus or ()), energy.metric,
+                                                 energy.scrape_timeout_s, self.prefill_weight)
+        return self.trackers[key]
+
+    def start(self) -> None:
+        """Start scraping on the running event loop (the gateway's), once."""
+        if self.trackers and (self.task is None or self.task.done()):
+            self.task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def _loop(self) -> None:
+        with httpx.Client() as client:
+            while True:
+                for tracker in list(self.trackers.values()):
+                    await asyncio.to_thread(tracker.scrape, client)
+                await asyncio.sleep(self.interval_s)
+
+    async def aclose(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    def collect(self):
+        """prometheus-client collector: measured joules, measured/expected, exporter up and idle power."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        joules = CounterMetricFamily("jouleroute_gateway_measured_energy_joules",
+                                     "Upstream answers' joules read on their GPU nodes' exporters",
+                                     labels=["candidate", "energy_source"])
+        ratio = GaugeMetricFamily("jouleroute_gateway_measured_expected_ratio",
+                                  "Measured joules / the profile's expectation for the same answers (1: the "
+                                  "profile still holds)", labels=["candidate"])
+        up = GaugeMetricFamily("jouleroute_gateway_exporter_up", "1 when the exporter answered its last scrape",
+                               labels=["exporter"])
+        idle = GaugeMetricFamily("jouleroute_gateway_exporter_idle_power_watts",
+                                 "Mean power of the exporter's GPUs over the last interval with nothing in flight",
+                                 labels=["exporter"])
+        for (url, gpus), t in self.trackers.items():
+            name = f"{url} gpu={','.join(map(str, gpus))}"
+            with t.lock:
+                up.add_metric([name], 1.0 if t.up else 0.0)
+                if t.idle_power_w is not None:
+                    idle.add_metric([name], t.idle_power_w)
+                for candidate, value in t.measured_j.items():
+                    joules.add_metric([candidate, t.source], value)
+                    if t.expected_j.get(candidate):
+                        ratio.add_metric([candidate], value / t.expected_j[candidate])
+        yield from (joules, ratio, up, idle)

@@ -1,0 +1,47 @@
+"""The gateway's interval attribution (gateway/measured.py) on hand-made counter rises: the rule, not the HTTP
+(tests/served/test_served_gateway.py reads real exporter processes)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def tracker():
+    from jouleroute.gateway.measured import ExporterTracker
+
+    t = ExporterTracker("http://127.0.0.1:9/metrics", [0], "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 1.0, 0.1)
+    t.last, t.up = (0.0, {0: 0.0}), True  # as after the first scrape
+    return t
+
+
+def test_an_interval_goes_to_its_answers_by_tokens_and_sets_the_rate():
+    t = tracker()
+    for cand, prompt, completion in (("a", 10, 9), ("b", 0, 30)):
+        t.begin()
+        assert t.finish(cand, prompt, completion, expected_j=5.0) is None  # no interval read yet: no figure
+    t._attribute(40.0, 1.0)
+    assert t.measured_j == {"a": pytest.approx(10.0), "b": pytest.approx(30.0)}
+    assert t.expected_j == {"a": 5.0, "b": 5.0} and t.rate_j_per_token == pytest.approx(1.0)
+    t.begin()
+    assert t.finish("a", 0, 7, None) == (pytest.approx(7.0), "measured-nvml")  # the last rate, measured label
+
+
+def test_in_flight_intervals_carry_over_and_empty_ones_are_idle():
+    t = tracker()
+    t.begin()
+    t._attribute(12.0, 1.0)  # in flight, nothing completed: carried
+    assert t.measured_j == {} and t.carry_j == 12.0
+    t.finish("a", 0, 10, None)
+    t._attribute(8.0, 1.0)
+    assert t.measured_j == {"a": pytest.approx(20.0)} and t.carry_j == 0.0
+    t._attribute(3.0, 2.0)  # nothing in flight: idle
+    assert t.idle_power_w == pytest.approx(1.5) and t.measured_j == {"a": pytest.approx(20.0)}
+
+
+def test_an_unreadable_exporter_drops_to_the_expectation():
+    t = tracker()
+    t.rate_j_per_token = 1.0
+    t.scrape()  # nothing listens on port 9
+    assert not t.up and t.last is None
+    t.begin()
+    assert t.finish("a", 0, 5, 2.0) is None
