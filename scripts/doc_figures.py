@@ -13,6 +13,8 @@ markers; this script rewrites what lies between them from where the figure comes
     layers        docs/architecture.md  the layer table that tests/test_architecture.py enforces
     savings       README.md           the saving at the best single model's accuracy on every pool, from each
                                       pipeline's evaluate metrics (`make run`, `make study`, the study presets)
+    phase-across-pools README.md      λ* per task of every pool, one figure (docs/phase-across-pools.png), from
+                                      each pipeline's evaluate metrics
     data-inventory docs/data.md       every dataset the project reads, from data/manifest.yaml and git ls-files
 
 A block whose source is not there yet (no run on this machine) is left as it is and named.
@@ -216,34 +218,65 @@ def grpo_sweep() -> str:
 
 def savings() -> str:
     """One row per pipeline whose evaluate output is on this machine: the saving in a user's terms."""
-    from jouleroute.config import load_params
     from jouleroute.evaluation.headline import iso_headline
 
-    files = [("embedded default (`make run`)", ROOT / "params.yaml")] + [
-        (f"`{p.parent.name}`", p) for p in sorted((ROOT / "studies").glob("*/params.yaml"))]
     rows = ["| pool | best single (acc, J/query) | champion | iso-accuracy energy share [95% CI] | "
             "oracle savings captured | LM router | each task to its best model | oracle | energy |",
             "|---|---|---|---|---:|---:|---:|---:|---|"]
     pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"
-    found = 0
-    for label, params in files:
-        metrics_file = load_params(params).paths.resolve("evaluate_dir", ROOT) / "metrics.json"
-        if not metrics_file.exists():
-            continue
-        metrics = json.loads(metrics_file.read_text())
+    for pool, metrics in _evaluated_pipelines():
         block = metrics.get("iso_accuracy")
         if not block:
             continue
-        found += 1
         iso = iso_headline(block)
         ci = f" [{pct(iso.get('lo'))}, {pct(iso.get('hi'))}]" if "lo" in iso else ""
         captured = iso.get("captured")
+        label = "embedded default (`make run`)" if pool == "embedded" else f"`{pool}`"
         rows.append(f"| {label} | {block['best_single']} ({block['best_accuracy']:.3f}, {block['best_j_per_query']:.1f}) | "
                     f"{iso.get('family', 'n/a')} | {pct(iso.get('share'))}{ci} | "
                     f"{'n/a' if captured is None else f'{captured:.0f}%'} | {pct(iso.get('lm'))} | "
                     f"{pct(iso.get('rule'))} | {pct(iso.get('oracle'))} | `{metrics.get('energy_source', '?')}` |")
-    if not found:
+    if len(rows) == 2:
         raise SourceMissing("no pipeline's evaluate metrics here (run `make run` / `make study`)")
+    return "\n".join(rows)
+
+
+def _evaluated_pipelines() -> list[tuple[str, dict]]:
+    """(pool name, evaluate metrics.json) for every pipeline that has been evaluated on this machine."""
+    from jouleroute.config import load_params
+
+    files = [("embedded", ROOT / "params.yaml")] + [(p.parent.name, p) for p in sorted((ROOT / "studies").glob("*/params.yaml"))]
+    out = []
+    for name, params in files:
+        metrics_file = load_params(params).paths.resolve("evaluate_dir", ROOT) / "metrics.json"
+        if metrics_file.exists():
+            out.append((name, json.loads(metrics_file.read_text())))
+    return out
+
+
+def phase_across_pools() -> str:
+    """λ* of every family on every task of every evaluated pool: one figure and its table."""
+    from jouleroute.evaluation.plots import plot_lambda_star_by_task
+
+    stars: dict[str, dict[str, float | None]] = {}
+    lambdas: list[float] = []
+    for pool, metrics in _evaluated_pipelines():
+        for family, block in metrics.get("families", {}).items():
+            for task, lam in (block.get("lambda_star_per_task") or {}).items():
+                stars.setdefault(family, {})[f"{pool}/{task}"] = lam
+        lambdas += [float(n.split(":")[1]) for n in metrics.get("routers", {}) if ":" in n and
+                    n.split(":")[1].replace(".", "", 1).isdigit()]
+    if not stars:
+        raise SourceMissing("no evaluated pipeline with per-task λ* here (run `make run` / `make study`)")
+    figure = ROOT / "docs" / "phase-across-pools.png"
+    plot_lambda_star_by_task(stars, sorted(set(lambdas)) or None, figure)
+    families = sorted(stars)
+    rows = [f"![λ* per task across pools](docs/{figure.name})", "",
+            "| pool/task | " + " | ".join(f"λ* {f}" for f in families) + " |", "|---|" + "---:|" * len(families)]
+    fmt = lambda v: "none" if v is None else f"{v:.3g}"
+    for key in sorted({k for per in stars.values() for k in per}):
+        rows.append(f"| {key} | " + " | ".join(fmt(stars[f].get(key)) if key in stars[f] else "" for f in families)
+                    + " |")
     return "\n".join(rows)
 
 
@@ -290,6 +323,7 @@ def data_inventory() -> str:
 BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "data-inventory": ("docs/data.md", data_inventory),
     "savings": ("README.md", savings),
+    "phase-across-pools": ("README.md", phase_across_pools),
     "stages": ("README.md", stages),
     "study-size": ("README.md", study_size),
     "replay-pool": ("docs/replay.md", replay_pool),
