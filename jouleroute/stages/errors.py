@@ -11,6 +11,12 @@ def _one_line(text: str) -> str:
     return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
 
 
+def _message(exc: BaseException) -> str:
+    """The error's own text: a KeyError's str() wraps it in quotes, so its argument is taken as it is; any
+    other message is kept whole (stripping quotes lost the closing one of ``got '2'``)."""
+    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+
+
 def _missing_file(exc: FileNotFoundError, ctx) -> str:
     found = exc.filename or next(iter(re.findall(r"(/[^\s'\"]+)", str(exc))), None)
     if found is None:
@@ -46,5 +52,5 @@ def expected_error(exc: BaseException, ctx) -> str | None:
         return "model server: " + _one_line(str(exc))
     if isinstance(exc, (BenchmarkDataError, OutcomeTableError, UnknownTaskError, OracleSanityError,
                         TrackingStoreError)):
-        return "data error: " + _one_line(str(exc).strip("'\""))
+        return "data error: " + _one_line(_message(exc))
     return None
