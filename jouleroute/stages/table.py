@@ -113,3 +113,20 @@ def inputs(stage: str, dvc_yamls: list[Path]) -> list[str]:
             made = producers(dvc_yamls)
             return [name for name in path_names(found[stage].deps) if made.get(name, stage) != stage]
     return []
+
+
+def _under(path: str, out: str) -> bool:
+    return path == out or path.startswith(out.rstrip("/") + "/") or out.startswith(path.rstrip("/") + "/")
+
+
+def rerun_by(param: str, dvc_yaml: Path | None = None) -> list[str]:
+    """The stages `dvc repro` reruns when ``param`` (e.g. ``router.lam``) changes: those whose params name it
+    or a section above it, then every stage downstream of one of those (a dep that is, or holds, its output)."""
+    stages = read(dvc_yaml or main_dvc_yaml())
+    parts = param.split(".")
+    above = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    hit = [name for name, stage in stages.items() if above & set(stage.params)]
+    for name, stage in stages.items():  # dvc.yaml lists a stage after what it reads
+        if name not in hit and any(_under(dep, out) for r in hit for out in stages[r].outs for dep in stage.deps):
+            hit.append(name)
+    return [name for name in stages if name in hit]
