@@ -37,13 +37,8 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
               f"compact: {rel('headline')}):")
         for line in headline_table(rows):
             print("  " + line)
-        lm = rows.get("lm", {})
-        if lm.get("j_models_only") is not None and lm.get("j_per_query") is not None:
-            # `J` in metrics.json (`dvc exp show`) is this J/query: say which part is the router's own
-            print(f"  J/query includes each router's own overhead; lm at λ={lm['lam']:g}: {lm['j_per_query']:.3g} = "
-                  f"{lm['j_models_only']:.3g} for the answers + {lm['j_per_query'] - lm['j_models_only']:.3g} lm overhead")
-            print(f"  (the overhead is {lm.get('energy_source', '')}, measured once per machine and router: "
-                  f"{rel('embedding_cache').parent / 'overhead'}/)")
+        for line in overhead_lines(rows.get("lm", {}), rel("embedding_cache").parent / "overhead"):
+            print("  " + line)
     experiment = _print_stage_runs(ctx)
     # straight to the stage runs: MLflow 3's UI otherwise opens an experiment on its GenAI (traces) pages
     runs_page = (f"/#/experiments/{experiment}/runs?searchFilter=tags.run_kind%20%3D%20%27stage%27" if experiment
@@ -53,6 +48,24 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
     print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent} PORT={mlflow}  -> http://127.0.0.1:{mlflow}{runs_page}")
     print(f"  Prefect: make ui-prefect PORT={prefect}  -> http://127.0.0.1:{prefect}   (schedules: jouleroute flow --help)")
     print("  DVC:     dvc metrics show ; jouleroute exp show (experiments: README \"Experiments\") ; dvc plots show (static PNGs)")
+
+
+def overhead_lines(lm: dict, cache) -> list[str]:
+    """Which part of the LM router's J/query (`J` in metrics.json, `dvc exp show`) is its own overhead. When
+    none is counted (the headline view is models only: the overhead was metered with another energy_source
+    than the pool's, e.g. a modelled replay pool on an estimated CPU, or evaluate.include_overhead is false)
+    it says so instead of quoting a 0 as a measurement."""
+    if lm.get("j_models_only") is None or lm.get("j_per_query") is None:
+        return []
+    overhead = lm["j_per_query"] - lm["j_models_only"]
+    if overhead <= 0:
+        return [f"J/query counts the answers only: no router overhead is included (lm at λ={lm['lam']:g}: "
+                f"{lm['j_per_query']:.3g}; the overhead is left out when it is metered with another energy_source "
+                "than the pool's, or evaluate.include_overhead is false; report.json has both views)"]
+    # `J` in metrics.json (`dvc exp show`) is this J/query: say which part is the router's own
+    return [f"J/query includes each router's own overhead; lm at λ={lm['lam']:g}: {lm['j_per_query']:.3g} = "
+            f"{lm['j_models_only']:.3g} for the answers + {overhead:.3g} lm overhead",
+            f"(the overhead is {lm.get('energy_source', '')}, measured once per machine and router: {cache}/)"]
 
 
 def headline_table(rows: dict[str, dict]) -> list[str]:

@@ -101,6 +101,7 @@ def markdown(report: dict) -> str:
             lines.append(f"| {name} | {r['family']} | {_f(r['lam'])} | {acc} | {_f(v['j_per_query'])} "
                          f"| {_f(m['j_per_query'])} | {_f(v['aiq'])} | {_f(v['pgr'])} "
                          f"| {_f(v['savings_captured_pct'], 1)} | {_f(v['on_frontier'])} |")
+        lines += ["", savings_note(report, view)]
     if report["families"]:
         lines += ["", "## Lambda families", "", f"Expensive candidates: {report['expensive_candidates']}.", "",
                   "| family | AIQ | AIQ lift | lambda* | transition width (log10 lambda) | resolved |",
@@ -118,6 +119,22 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} | " + " | ".join(_f(per[t]["accuracy"]) for t in report["tasks"]) + " |")
     lines += ["", "Definitions: docs/metrics.md. Plots: plots/*.png.", ""]
     return "\n".join(lines)
+
+
+def savings_note(report: dict, view: str) -> str:
+    """What "% oracle savings captured" means here, with this run's two ends, and why a value is negative."""
+    best = report["views"][view]["best_single"]
+    e_best = report["singles"][best]["views"][view]["j_per_query"]
+    e_oracle = report["oracle"]["views"][view]["j_per_query"]
+    values = [r["views"][view].get("savings_captured_pct") for r in report["routers"].values()]
+    negative = sum(1 for v in values if v is not None and v < 0)
+    return (f"% oracle savings captured = 100 × (E_best − E_router) / (E_best − E_oracle): the share of the "
+            f"{_f(e_best)} − {_f(e_oracle)} J/query the oracle saves against always asking the most accurate single "
+            f"(`{best}`) that a router keeps, counted only while its accuracy is within evaluate.accuracy_tolerance "
+            f"of that single's (0 below). 100 is the oracle's saving, above 100 cheaper than the oracle by giving up "
+            f"accuracy; below 0 (" + (f"{negative} router(s) here" if negative else "none here") +
+            f") the router spends more J/query than `{best}` alone, e.g. −100 is one whole oracle saving more "
+            "(docs/metrics.md).")
 
 
 def comparison_lines(block: dict | None) -> list[str]:

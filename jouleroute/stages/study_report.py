@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jouleroute.evaluation.report import comparison_lines, selection_lines
+from jouleroute.evaluation.report import comparison_lines, savings_note, selection_lines
 from jouleroute.stages.context import StageContext
 from jouleroute.training.budget import budget_section
 
@@ -62,6 +62,7 @@ def study_report_stage(ctx: StageContext) -> Path:
                      f"{'' if aiq is None else f'{aiq:.3f}'} | {'' if saved is None else f'{saved:.1f}'} | "
                      f"{'yes' if s.get('on_frontier') else 'no'} |")
     out.parent.mkdir(parents=True, exist_ok=True)
+    lines += ["", savings_note(report, view)]
     lines += ["", "## Targets", ""] + _targets(report, routers, singles, best_name, view)
     lines += comparison_lines(report.get("aiq_difference"))  # LM − each baseline, paired-bootstrap CI
     lines += selection_lines(report.get("selection"))  # which family won on val, by how much
