@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             status = fn(ctx, args)
             return status if isinstance(status, int) else 0
         ctx.require_inputs(args.command)
+        ctx.check_outputs(args.command)
         fn(ctx)
     except KeyboardInterrupt:
         if args.debug:

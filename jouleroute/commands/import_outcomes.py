@@ -17,6 +17,7 @@ from jouleroute.stages.replay import finish_profile
 def import_command(ctx: StageContext, args: argparse.Namespace | None = None) -> dict:
     if ctx.params.import_outcomes is None:
         raise StageFailed(f"{ctx.params_path.name} has no `import_outcomes:` section (see docs/replay.md)")
+    ctx.check_outputs("replay")  # a params copy never writes a pipeline's tracked query table or profile
     result = run_import(ctx.params.import_outcomes, ctx.root, ctx.path("queries"), ctx.path("profile"),
                         allow_mixed_sources=ctx.params.energy_policy.allow_mixed_sources)
     finish_profile(ctx, "import", result, ctx.params.import_outcomes.model_dump(mode="json"))

@@ -38,5 +38,11 @@ def dvc_env() -> dict[str, str]:
 
 
 def repro_command(ctx: StageContext, args: argparse.Namespace) -> int:
-    """``dvc repro [ARGS...]`` once the params file is valid; returns dvc's exit status."""
+    """``dvc repro [ARGS...]`` once the params file is valid; returns dvc's exit status. A params copy drives no
+    dvc.yaml (dvc.yaml's stages read params.yaml): refused in one line rather than running params.yaml."""
+    if ctx.namespace is not None:
+        print(f"jouleroute repro: {ctx.params_path.name} is a params copy, and dvc.yaml's stages read params.yaml: "
+              f"run its stages one by one (`jouleroute --params {ctx.params_path.name} prepare`, ...), or give it a "
+              "pipeline of its own, a folder with params.yaml and dvc.yaml (docs/your-own-pool.md)", file=sys.stderr)
+        return 1
     return subprocess.call([_dvc(), "repro", *getattr(args, "dvc_args", [])], cwd=ctx.root, env=dvc_env())

@@ -27,6 +27,9 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
         ("MLflow store", rel("mlflow_db")),
     ]
     print(f"\njouleroute results ({ctx.params_path.name})")
+    if ctx.namespace:
+        print(f"  (a params copy: its outputs are under artifacts/{ctx.namespace}/ and mlruns/{ctx.namespace}/ "
+              "unless its paths: name others; dvc.yaml's are params.yaml's)")
     for label, path in rows:
         mark = "ok " if (ctx.root / path).exists() else "-- "
         print(f"  {mark}{label:18s} {path}")

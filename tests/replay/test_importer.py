@@ -226,7 +226,7 @@ def test_jouleroute_import_of_an_empty_file_prints_one_line(tmp_path: Path, repo
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
     done = subprocess.run([sys.executable, "-m", "jouleroute", "--params", str(tmp_path / "p.yaml"), "import"],
                           cwd=repo_root, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1, done.stderr
-    assert done.stderr.strip().splitlines() == [
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1:] == [
         f"jouleroute import: data error: {tmp_path / 'empty.csv'}: the file is empty (0 bytes); expected a header "
         "line and one row per (query, candidate) (docs/replay.md)"], done.stderr
