@@ -106,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--host", help="address to bind (default: gateway.host, 127.0.0.1)")
             sp.add_argument("--port", type=int, help="port (default: gateway.port, 8080)")
             sp.add_argument("--config", help="YAML file with the gateway section (default: params' gateway)")
+        if name == "import":
+            sp.add_argument("--init", metavar="DIR", help="write DIR/params.yaml and DIR/dvc.yaml: a pipeline of its "
+                            "own for your table (import -> ... -> evaluate); docs/your-own-pool.md")
+            sp.add_argument("--table", metavar="FILE", help="with --init: your outcome table (repository-relative)")
         if name == "flow":
             sp.add_argument("flow_args", nargs=argparse.REMAINDER, help="passed to `jouleroute-flow`")
         if name == "exp":

@@ -15,7 +15,9 @@ def _here(module: str, func: str):
 COMMANDS: dict[str, Command] = {
     "import": Command(_here("import_outcomes", "import_command"),
                "Import your own outcome table (CSV/JSONL/parquet) as a profile.",
-               "See docs/replay.md for the minimal schema. Bad input names the file, row and field."),
+               "See docs/replay.md for the minimal schema. Bad input names the file, row and field.\n"
+               "`--init DIR --table FILE` writes DIR/params.yaml and DIR/dvc.yaml, a pipeline of its own for the\n"
+               "table (`dvc repro DIR/dvc.yaml`; docs/your-own-pool.md)."),
     "where": Command(_here("where", "where_command"), "Print where the results are and how to open the UIs.", ""),
     "check-params": Command(_here("repro", "check_params_command"), "Validate the whole params file and exit.",
                      "Unknown sections and keys are errors (with a 'did you mean'); nothing is run or deleted."),
