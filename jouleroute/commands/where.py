@@ -42,15 +42,38 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
             print("  " + line)
         for line in overhead_lines(rows.get("lm", {}), rel("embedding_cache").parent / "overhead"):
             print("  " + line)
-    experiment = _print_stage_runs(ctx)
+    report_path = ctx.path("evaluate_dir") / "report.json"
+    selection = json.loads(report_path.read_text()).get("selection") if report_path.exists() else None
+    for line in champion_lines(selection):
+        print("  " + line)
+    experiment, latest = _print_stage_runs(ctx)
     # straight to the stage runs: MLflow 3's UI otherwise opens an experiment on its GenAI (traces) pages
     runs_page = (f"/#/experiments/{experiment}/runs?searchFilter=tags.run_kind%20%3D%20%27stage%27" if experiment
                  else "  (filter: tags.run_kind = 'stage')")
     (mlflow, mlflow_from), (prefect, prefect_from) = ui_port(ctx.root, "mlflow"), ui_port(ctx.root, "prefect")
     print(f"\nopen the UIs (ports: MLflow {mlflow_from}, Prefect {prefect_from}; PORT=... picks another):")
     print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent} PORT={mlflow}  -> http://127.0.0.1:{mlflow}{runs_page}")
+    if "evaluate" in latest:  # the runs table shows no metric column until one is picked: this page shows them all
+        print("           the latest evaluate run's headline on opening (acc, J, aiq.*, λ*, the champion's val figures):")
+        print(f"           {headline_link(f'http://127.0.0.1:{mlflow}', experiment, [latest['evaluate'].info.run_id])}")
     print(f"  Prefect: make ui-prefect PORT={prefect}  -> http://127.0.0.1:{prefect}   (schedules: jouleroute flow --help)")
     print("  DVC:     dvc metrics show ; jouleroute exp show (experiments: README \"Experiments\") ; dvc plots show (static PNGs)")
+
+
+def champion_lines(selection: dict | None) -> list[str]:
+    """The router chosen on val (what `jouleroute serve` serves), its margin and the margin's paired-bootstrap CI."""
+    if not selection:
+        return []
+    win = selection["winner"]
+    lines = [f"champion (chosen on val, {selection['n_val_queries']} queries): {win['name']}, "
+             f"mean val utility {win['val_utility']:.4f}"]
+    if selection.get("runner_up"):
+        ci = selection.get("margin_ci95")
+        interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}] (95% paired bootstrap)" if ci else " (no CI: rerun evaluate)"
+        lines.append(f"  margin over {selection['runner_up']}: {selection['margin']:+.4f}{interval}")
+        if selection.get("margin_is_tie"):
+            lines.append(f"  a tie on val: the interval contains 0; the tie rule (higher mean) picks {win['name']}")
+    return lines
 
 
 def overhead_lines(lm: dict, cache) -> list[str]:
@@ -81,16 +104,26 @@ def headline_table(rows: dict[str, dict]) -> list[str]:
     return lines
 
 
-def _print_stage_runs(ctx: StageContext) -> str | None:
-    """The latest run of each stage, printed; returns the experiment's id (``None`` without a store)."""
+def headline_link(base: str, experiment: str, run_ids: list[str]) -> str:
+    """MLflow's comparison page of these runs: every metric of each run as a row, visible on opening (the runs
+    table only shows the metric columns a user picks, and its URL cannot pick them)."""
+    from urllib.parse import urlencode
+
+    return f"{base}/#/compare-runs?" + urlencode({"runs": json.dumps(run_ids), "experiments": json.dumps([experiment])},
+                                                 safe=":,")
+
+
+def _print_stage_runs(ctx: StageContext) -> tuple[str | None, dict]:
+    """The latest run of each stage, printed; returns the experiment's id (``None`` without a store) and
+    those runs by stage."""
     if not ctx.tracking_uri or not ctx.path("mlflow_db").exists():
-        return None
+        return None, {}
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=ctx.tracking_uri)
     exp = client.get_experiment_by_name(ctx.params.tracking.experiment)
     if exp is None:
-        return None
+        return None, {}
     runs = client.search_runs([exp.experiment_id], filter_string="tags.run_kind = 'stage'",
                               order_by=["attributes.start_time DESC"], max_results=200)
     latest = {}
@@ -103,4 +136,4 @@ def _print_stage_runs(ctx: StageContext) -> str | None:
         source = run.data.tags.get("energy_source", "?")
         print(f"  {stage:12s} {run.info.status:9s} {started}  energy_source={source:10s}"
               f" metrics={len(run.data.metrics):<4d} run {run.info.run_id[:8]}")
-    return exp.experiment_id
+    return exp.experiment_id, latest

@@ -172,7 +172,7 @@ def selection_lines(selection: dict | None) -> list[str]:
              + (f" and of the best other family ({selection['best_other_family']}) by "
                 f"{selection['margin_over_other_family']:+.4f}"
                 if selection.get("best_other_family") and selection["best_other_family"] != selection.get("runner_up")
-                else "") + ".", "",
+                else "") + ".", *([""] + [champion_ci_line(selection)] if champion_ci_line(selection) else []), "",
              "| contender | family | checkpoint | mean val utility |", "|---|---|---|---:|"]
     for row in selection["contenders"]:
         lines.append(f"| {row['name']} | {row['family']} | {row['checkpoint']} | {row['val_utility']:.4f} |")
@@ -181,6 +181,22 @@ def selection_lines(selection: dict | None) -> list[str]:
         lines += ["", f"Registered in MLflow as `{selection['registered_model']}`, alias `{selection['alias']}`, with "
                       "these val figures as tags: `jouleroute serve` serves it unless `gateway.router` is set."]
     return lines
+
+
+def champion_ci_line(selection: dict) -> str:
+    """The margin's paired-bootstrap CI, and when it contains 0 that the choice is a tie and what the tie rule picks;
+    "" when there is no runner-up or no per-query figures to resample."""
+    ci = selection.get("margin_ci95")
+    if not selection.get("runner_up") or ci is None:
+        return ""
+    win, n = selection["winner"]["name"], selection["n_val_queries"]
+    text = (f"The margin over {selection['runner_up']}, {selection['margin']:+.4f}, has a 95% paired-bootstrap "
+            f"interval of [{ci[0]:+.4f}, {ci[1]:+.4f}] over the {n} val queries")
+    if selection.get("margin_is_tie"):
+        return (text + f": **a tie**. The val split cannot tell {win} and {selection['runner_up']} apart; the tie "
+                f"rule ({selection.get('tie_rule', 'the higher mean val utility')}) picks **{win}** "
+                f"(family `{selection['winner']['family']}`).")
+    return text + f": {win} is ahead beyond the resampling noise."
 
 
 def knn_evidence_lines(evidence: dict | None) -> list[str]:
