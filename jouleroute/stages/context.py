@@ -110,7 +110,7 @@ class StageContext:
         if not found:
             return
         mine = {name: self.path(name) for name in table.path_names(table.read(found[0])[stage].outs)}
-        for tracked, owner in table.tracked_outputs(self.root).items():
+        for tracked, owner in table.tracked_outputs(self.root, [p for p in self.dvc_yamls if p.exists()]).items():
             for name, out in mine.items():
                 if out == tracked or out.is_relative_to(tracked) or tracked.is_relative_to(out):
                     shown = tracked.relative_to(self.root) if tracked.is_relative_to(self.root) else tracked

@@ -141,14 +141,15 @@ def is_own_params(params_path: Path, root: Path) -> bool:
     return params_path.name == "params.yaml" and (params_path.parent / "dvc.yaml").is_file()
 
 
-def tracked_outputs(root: Path) -> dict[Path, str]:
-    """Every `${paths.*}` output of the repository's pipelines, resolved with each pipeline's own params file:
-    absolute path -> 'dvc.yaml (stage x)' / 'studies/replay/dvc.yaml (stage x)'."""
+def tracked_outputs(root: Path, extra: list[Path] = ()) -> dict[Path, str]:
+    """Every `${paths.*}` output of the repository's pipelines (the main one, the studies', and ``extra`` ones such
+    as a pool's beside a copied params file), resolved with each pipeline's own params file (the params.yaml
+    beside it): absolute path -> 'dvc.yaml (stage x)' / 'studies/replay/dvc.yaml (stage x)'."""
     from jouleroute.config import load_params
 
     owners: dict[Path, str] = {}
     main = main_dvc_yaml(root)
-    for dvc_yaml in [main, *study_dvc_yamls(root)]:
+    for dvc_yaml in dict.fromkeys([main, *study_dvc_yamls(root), *extra]):
         params_file = root / "params.yaml" if dvc_yaml == main else dvc_yaml.parent / "params.yaml"
         if not dvc_yaml.is_file() or not params_file.is_file():
             continue

@@ -74,3 +74,23 @@ def test_a_copy_that_keeps_a_study_s_paths_is_refused_and_the_study_s_own_file_i
     study.check_outputs("replay")
     main = StageContext.load(REPO / "params.yaml", root=REPO)
     assert main.namespace is None and main.params.paths.queries == "artifacts/prepare/queries.parquet"
+
+
+def test_a_copy_of_a_pool_s_params_beside_its_dvc_yaml_cannot_write_the_pool_s_outputs(tmp_path):
+    """pools/mine/params.yaml (written by `jouleroute import --init`) is that pipeline's own; other.yaml beside it,
+    a copy keeping its paths, is refused where it would write the pool's tracked outputs."""
+    from jouleroute.commands.pool_init import init_pool
+    from jouleroute.stages import StageFailed
+    from jouleroute.stages.context import StageContext
+
+    shutil.copy2(REPO / "params.yaml", tmp_path / "params.yaml")
+    shutil.copy2(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    init_pool(tmp_path, "pools/mine", "data/mine.csv")
+    shutil.copy2(tmp_path / "pools/mine/params.yaml", tmp_path / "pools/mine/other.yaml")
+    own = StageContext.load(tmp_path / "pools/mine/params.yaml", root=tmp_path)
+    assert own.namespace is None
+    own.check_outputs("validate")
+    copy = StageContext.load(tmp_path / "pools/mine/other.yaml", root=tmp_path)
+    with pytest.raises(StageFailed, match=r"other\.yaml: `validate` would write artifacts/mine/validate, an output "
+                                          r"of pools/mine/dvc\.yaml \(stage validate\)"):
+        copy.check_outputs("validate")
