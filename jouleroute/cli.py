@@ -115,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
             target.add_argument("--target-accuracy", type=float, metavar="ACC",
                                 help="serve the champion at the cheapest λ that reached accuracy ACC on val "
                                      "(sets router.target.accuracy_floor)")
+        if name == "import":
+            sp.add_argument("--init", metavar="DIR", help="write DIR/params.yaml and DIR/dvc.yaml: a pipeline of its "
+                            "own for your table (import -> ... -> evaluate); docs/your-own-pool.md")
+            sp.add_argument("--table", metavar="FILE", help="with --init: your outcome table (repository-relative)")
         if name == "flow":
             sp.add_argument("flow_args", nargs=argparse.REMAINDER, help="passed to `jouleroute-flow`")
         if name == "data":
@@ -154,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             status = fn(ctx, args)
             return status if isinstance(status, int) else 0
         ctx.require_inputs(args.command)
+        ctx.check_outputs(args.command)
         fn(ctx)
     except KeyboardInterrupt:
         if args.debug:

@@ -44,3 +44,33 @@ def relative_to(path: Path, root: Path) -> str:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return path.as_posix()
+
+
+# Where a params file that is no pipeline's own (a copy of params.yaml) may write: every output key is moved under a
+# namespace of its name, so a copy never overwrites what a dvc.yaml tracks. Inputs and the content-keyed caches
+# stay shared: the benchmark data, the converted models (a copy that converts models needs paths.models_dir of its
+# own, refused otherwise), the embedding and trunk-feature caches.
+SHARED_PATHS = ("data_dir", "models_dir", "embedding_cache", "trunk_cache")
+
+
+def namespace_of(params_path: Path) -> str:
+    """``copy.yaml`` -> ``copy``; ``exps/a/params.yaml`` -> ``a`` (lower-case, safe in a path)."""
+    import re
+
+    name = params_path.parent.name if params_path.stem == "params" else params_path.stem
+    return re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-.") or "copy"
+
+
+def namespaced(paths: PathsConfig, main: PathsConfig, name: str) -> tuple[PathsConfig, list[str]]:
+    """``paths`` with every output that is still the main pipeline's (the same value as ``main``) moved under
+    ``artifacts/<name>/`` (``mlruns/<name>/`` for the MLflow store); the keys moved. A value the copy chose
+    (``paths:`` says otherwise) is kept."""
+    moved, update = [], {}
+    for key in type(paths).model_fields:
+        value = getattr(paths, key)
+        if key in SHARED_PATHS or value != getattr(main, key):
+            continue
+        head, _, rest = value.partition("/")
+        update[key] = f"{head}/{name}/{rest}" if head in ("artifacts", "mlruns") and rest else f"artifacts/{name}/{value}"
+        moved.append(key)
+    return paths.model_copy(update=update), moved

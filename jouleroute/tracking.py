@@ -32,6 +32,8 @@ RUN_KIND = "run_kind"  # tag: stage | family | router (README: filter_string="ta
 STORE_ROOT_TAG = "jouleroute.store_root"  # experiment tag: the store folder the locations were written for
 ROUTER_MODEL = "jouleroute-router"  # registered model name (suffixed by the experiment for other experiments)
 _BATCH = 1000  # MLflow's per-request metric limit
+# MLflow 3's UI opens an experiment on its GenAI (traces) pages unless the experiment says it trains models
+EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
 LAMBDA_STEP = 1000  # metrics swept over λ are logged at step = round(λ x LAMBDA_STEP): charted against λ
 # tables/columns of MLflow's sqlite schema that hold artifact URIs (those present are rewritten)
 _URI_COLUMNS = {"experiments": ("artifact_location",), "runs": ("artifact_uri",),
@@ -93,8 +95,10 @@ def experiment_id(client: Any, uri: str, name: str) -> str:
     store = _store_dir(uri)
     found = client.get_experiment_by_name(name)
     if found is None:
-        tags = {STORE_ROOT_TAG: store.resolve().as_uri()} if store is not None else None
-        return client.create_experiment(name, artifact_location=wanted, tags=tags)
+        tags = {STORE_ROOT_TAG: store.resolve().as_uri()} if store is not None else {}
+        return client.create_experiment(name, artifact_location=wanted, tags=tags | {EXPERIMENT_KIND: MODEL_TRAINING})
+    if EXPERIMENT_KIND not in found.tags:  # a store made before: the UI opens it on the runs table too
+        client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND, MODEL_TRAINING)
     if store is None:
         return found.experiment_id
     here = store.resolve().as_uri()

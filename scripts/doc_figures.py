@@ -4,6 +4,7 @@ Each figure sits between ``<!-- generated:NAME:begin -->`` and ``<!-- generated:
 markers; this script rewrites what lies between them from where the figure comes from:
 
     stages        README.md           the stage order, from dvc.yaml
+    lambda-reruns README.md           what a λ experiment (-S router.lam=...) reruns, from dvc.yaml's params and deps
     study-size    README.md           the replay study's split sizes, from its query table (`make study`)
     replay-pool   docs/replay.md      the replay pool per split, from its profile (`make study`)
     models        docs/backends.md    the converted models' size and parameters, from their manifests (`make run`)
@@ -52,6 +53,14 @@ def stages() -> str:
     from jouleroute.stages.table import stage_order
 
     return "```\n" + " -> ".join(stage_order(ROOT / "dvc.yaml")) + "\n```"
+
+
+def lambda_reruns() -> str:
+    from jouleroute.stages.table import rerun_by
+
+    names = [f"`{n}`" for n in rerun_by("router.lam", ROOT / "dvc.yaml")]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f"(a λ experiment reruns {listed}: the stages whose params name `router.lam`, and what reads their outputs):"
 
 
 def _study_tables():
@@ -325,6 +334,7 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "savings": ("README.md", savings),
     "phase-across-pools": ("README.md", phase_across_pools),
     "stages": ("README.md", stages),
+    "lambda-reruns": ("README.md", lambda_reruns),
     "study-size": ("README.md", study_size),
     "replay-pool": ("docs/replay.md", replay_pool),
     "models": ("docs/backends.md", models),

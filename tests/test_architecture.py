@@ -152,3 +152,32 @@ def test_a_study_runs_the_main_pipelines_stages_as_they_are(study):
         assert sorted(table.path_names(mine.deps)) == sorted(table.path_names(theirs.deps)), name
         assert sorted(mine.params) == sorted(theirs.params), name
         assert mine.cmd == f"jouleroute --params {params_file} {name}", mine.cmd
+
+
+def _params_file_of(dvc_yaml: Path) -> Path:
+    return REPO / "params.yaml" if dvc_yaml == table.main_dvc_yaml(REPO) else dvc_yaml.parent / "params.yaml"
+
+
+@pytest.mark.parametrize("dvc_yaml", DVC_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_params_key_a_stage_lists_is_in_its_params_file(dvc_yaml):
+    """DVC refuses to run a stage whose params key is absent from the file (a key listed to depend on exactly
+    what a stage reads, e.g. `router.batch_size` instead of all of `router`, must be written out there)."""
+    import yaml
+
+    raw = yaml.safe_load(_params_file_of(dvc_yaml).read_text())
+    for stage in table.read(dvc_yaml).values():
+        for key in stage.params:
+            node = raw
+            for part in key.split("."):
+                assert isinstance(node, dict) and part in node, f"{dvc_yaml.name}: {stage.name} lists {key}, absent"
+                node = node[part]
+
+
+def test_a_lambda_experiment_reruns_only_what_reads_the_deployed_lambda():
+    """`-S router.lam=...` changes which candidate the deployed router picks: evaluate's figures and the
+    report that quotes them. Training, its held-out check and the budget curve route at every λ."""
+    assert table.rerun_by("router.lam", REPO / "dvc.yaml") == ["evaluate", "report"]
+    for dvc_yaml in DVC_FILES:
+        for name in ("sft", "grpo", "budget"):
+            params = table.read(dvc_yaml)[name].params
+            assert "router" not in params and "router.lam" not in params, (dvc_yaml, name)

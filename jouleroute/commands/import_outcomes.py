@@ -14,9 +14,18 @@ from jouleroute.stages.context import StageContext
 from jouleroute.stages.replay import finish_profile
 
 
-def import_command(ctx: StageContext, args: argparse.Namespace | None = None) -> dict:
+def import_command(ctx: StageContext, args: argparse.Namespace | None = None) -> dict | int:
+    if args is not None and getattr(args, "init", None):
+        from jouleroute.commands.pool_init import init_pool
+
+        written = init_pool(ctx.root, args.init, getattr(args, "table", None))
+        folder = written[0].parent.relative_to(ctx.root)
+        print(f"wrote {', '.join(str(p.relative_to(ctx.root)) for p in written)}: set import_outcomes.input_file "
+              f"(and models: for rows without energy_j), then `dvc repro {folder}/dvc.yaml`; docs/your-own-pool.md")
+        return 0
     if ctx.params.import_outcomes is None:
         raise StageFailed(f"{ctx.params_path.name} has no `import_outcomes:` section (see docs/replay.md)")
+    ctx.check_outputs("replay")  # a params copy never writes a pipeline's tracked query table or profile
     result = run_import(ctx.params.import_outcomes, ctx.root, ctx.path("queries"), ctx.path("profile"),
                         allow_mixed_sources=ctx.params.energy_policy.allow_mixed_sources)
     finish_profile(ctx, "import", result, ctx.params.import_outcomes.model_dump(mode="json"))

@@ -39,9 +39,15 @@ def dvc_env() -> dict[str, str]:
 
 def repro_command(ctx: StageContext, args: argparse.Namespace) -> int:
     """``dvc repro [ARGS...]`` once the params file is valid and the data root holds every dataset it reads;
-    returns dvc's exit status (1, before any stage runs, when a dataset is missing)."""
+    returns dvc's exit status (1, before any stage runs, when a dataset is missing). A params copy drives no
+    dvc.yaml (dvc.yaml's stages read params.yaml): refused in one line rather than running params.yaml."""
     from jouleroute.commands.data import missing_line, missing_required
 
+    if ctx.namespace is not None:
+        print(f"jouleroute repro: {ctx.params_path.name} is a params copy, and dvc.yaml's stages read params.yaml: "
+              f"run its stages one by one (`jouleroute --params {ctx.params_path.name} prepare`, ...), or give it a "
+              "pipeline of its own, a folder with params.yaml and dvc.yaml (docs/your-own-pool.md)", file=sys.stderr)
+        return 1
     missing = missing_required(ctx)
     if missing:
         print(f"jouleroute repro: {missing_line(ctx, missing)}", file=sys.stderr)

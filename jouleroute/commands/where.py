@@ -27,6 +27,9 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
         ("MLflow store", rel("mlflow_db")),
     ]
     print(f"\njouleroute results ({ctx.params_path.name})")
+    if ctx.namespace:
+        print(f"  (a params copy: its outputs are under artifacts/{ctx.namespace}/ and mlruns/{ctx.namespace}/ "
+              "unless its paths: name others; dvc.yaml's are params.yaml's)")
     for label, path in rows:
         mark = "ok " if (ctx.root / path).exists() else "-- "
         print(f"  {mark}{label:18s} {path}")
@@ -37,22 +40,58 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
               f"compact: {rel('headline')}):")
         for line in headline_table(rows):
             print("  " + line)
-        lm = rows.get("lm", {})
-        if lm.get("j_models_only") is not None and lm.get("j_per_query") is not None:
-            # `J` in metrics.json (`dvc exp show`) is this J/query: say which part is the router's own
-            print(f"  J/query includes each router's own overhead; lm at λ={lm['lam']:g}: {lm['j_per_query']:.3g} = "
-                  f"{lm['j_models_only']:.3g} for the answers + {lm['j_per_query'] - lm['j_models_only']:.3g} lm overhead")
-            print(f"  (the overhead is {lm.get('energy_source', '')}, measured once per machine and router: "
-                  f"{rel('embedding_cache').parent / 'overhead'}/)")
-    experiment = _print_stage_runs(ctx)
+        for line in overhead_lines(rows.get("lm", {}), rel("embedding_cache").parent / "overhead"):
+            print("  " + line)
+    report_path = ctx.path("evaluate_dir") / "report.json"
+    selection = json.loads(report_path.read_text()).get("selection") if report_path.exists() else None
+    for line in champion_lines(selection):
+        print("  " + line)
+    experiment, latest = _print_stage_runs(ctx)
     # straight to the stage runs: MLflow 3's UI otherwise opens an experiment on its GenAI (traces) pages
     runs_page = (f"/#/experiments/{experiment}/runs?searchFilter=tags.run_kind%20%3D%20%27stage%27" if experiment
                  else "  (filter: tags.run_kind = 'stage')")
     (mlflow, mlflow_from), (prefect, prefect_from) = ui_port(ctx.root, "mlflow"), ui_port(ctx.root, "prefect")
     print(f"\nopen the UIs (ports: MLflow {mlflow_from}, Prefect {prefect_from}; PORT=... picks another):")
     print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent} PORT={mlflow}  -> http://127.0.0.1:{mlflow}{runs_page}")
+    if "evaluate" in latest:  # the runs table shows no metric column until one is picked: this page shows them all
+        print("           the latest evaluate run's headline on opening (acc, J, aiq.*, λ*, the champion's val figures):")
+        print(f"           {headline_link(f'http://127.0.0.1:{mlflow}', experiment, [latest['evaluate'].info.run_id])}")
     print(f"  Prefect: make ui-prefect PORT={prefect}  -> http://127.0.0.1:{prefect}   (schedules: jouleroute flow --help)")
     print("  DVC:     dvc metrics show ; jouleroute exp show (experiments: README \"Experiments\") ; dvc plots show (static PNGs)")
+
+
+def champion_lines(selection: dict | None) -> list[str]:
+    """The router chosen on val (what `jouleroute serve` serves), its margin and the margin's paired-bootstrap CI."""
+    if not selection:
+        return []
+    win = selection["winner"]
+    lines = [f"champion (chosen on val, {selection['n_val_queries']} queries): {win['name']}, "
+             f"mean val utility {win['val_utility']:.4f}"]
+    if selection.get("runner_up"):
+        ci = selection.get("margin_ci95")
+        interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}] (95% paired bootstrap)" if ci else " (no CI: rerun evaluate)"
+        lines.append(f"  margin over {selection['runner_up']}: {selection['margin']:+.4f}{interval}")
+        if selection.get("margin_is_tie"):
+            lines.append(f"  a tie on val: the interval contains 0; the tie rule (higher mean) picks {win['name']}")
+    return lines
+
+
+def overhead_lines(lm: dict, cache) -> list[str]:
+    """Which part of the LM router's J/query (`J` in metrics.json, `dvc exp show`) is its own overhead. When
+    none is counted (the headline view is models only: the overhead was metered with another energy_source
+    than the pool's, e.g. a modelled replay pool on an estimated CPU, or evaluate.include_overhead is false)
+    it says so instead of quoting a 0 as a measurement."""
+    if lm.get("j_models_only") is None or lm.get("j_per_query") is None:
+        return []
+    overhead = lm["j_per_query"] - lm["j_models_only"]
+    if overhead <= 0:
+        return [f"J/query counts the answers only: no router overhead is included (lm at λ={lm['lam']:g}: "
+                f"{lm['j_per_query']:.3g}; the overhead is left out when it is metered with another energy_source "
+                "than the pool's, or evaluate.include_overhead is false; report.json has both views)"]
+    # `J` in metrics.json (`dvc exp show`) is this J/query: say which part is the router's own
+    return [f"J/query includes each router's own overhead; lm at λ={lm['lam']:g}: {lm['j_per_query']:.3g} = "
+            f"{lm['j_models_only']:.3g} for the answers + {overhead:.3g} lm overhead",
+            f"(the overhead is {lm.get('energy_source', '')}, measured once per machine and router: {cache}/)"]
 
 
 def headline_table(rows: dict[str, dict]) -> list[str]:
@@ -65,16 +104,26 @@ def headline_table(rows: dict[str, dict]) -> list[str]:
     return lines
 
 
-def _print_stage_runs(ctx: StageContext) -> str | None:
-    """The latest run of each stage, printed; returns the experiment's id (``None`` without a store)."""
+def headline_link(base: str, experiment: str, run_ids: list[str]) -> str:
+    """MLflow's comparison page of these runs: every metric of each run as a row, visible on opening (the runs
+    table only shows the metric columns a user picks, and its URL cannot pick them)."""
+    from urllib.parse import urlencode
+
+    return f"{base}/#/compare-runs?" + urlencode({"runs": json.dumps(run_ids), "experiments": json.dumps([experiment])},
+                                                 safe=":,")
+
+
+def _print_stage_runs(ctx: StageContext) -> tuple[str | None, dict]:
+    """The latest run of each stage, printed; returns the experiment's id (``None`` without a store) and
+    those runs by stage."""
     if not ctx.tracking_uri or not ctx.path("mlflow_db").exists():
-        return None
+        return None, {}
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=ctx.tracking_uri)
     exp = client.get_experiment_by_name(ctx.params.tracking.experiment)
     if exp is None:
-        return None
+        return None, {}
     runs = client.search_runs([exp.experiment_id], filter_string="tags.run_kind = 'stage'",
                               order_by=["attributes.start_time DESC"], max_results=200)
     latest = {}
@@ -87,4 +136,4 @@ def _print_stage_runs(ctx: StageContext) -> str | None:
         source = run.data.tags.get("energy_source", "?")
         print(f"  {stage:12s} {run.info.status:9s} {started}  energy_source={source:10s}"
               f" metrics={len(run.data.metrics):<4d} run {run.info.run_id[:8]}")
-    return exp.experiment_id
+    return exp.experiment_id, latest

@@ -79,6 +79,7 @@ def label_accuracy(router: Router, val_rows: Sequence[Mapping[str, Any]] | pd.Da
         raise ValueError(f"val rows lack column(s) {missing}; use router_data's val.jsonl")
     per_lambda: dict[str, dict[str, Any]] = {}
     totals: dict[str, float] = defaultdict(float)
+    per_query: dict[str, list[float]] = defaultdict(list)  # each val query's router utility at every λ
     for lam, group in frame.groupby("lam", sort=True):
         key = format_lambda(lam)
         chosen = router.route(group.reset_index(drop=True), lam=float(lam)).candidate_ids
@@ -107,6 +108,8 @@ def label_accuracy(router: Router, val_rows: Sequence[Mapping[str, Any]] | pd.Da
             "oracle_utility": sum(max(u.values()) for u in utils) / n,
         }
         per_lambda[key] = stats
+        for query, u, c in zip(group["query_id"].astype(str), utils, chosen):
+            per_query[query].append(u.get(c, -float(lam) - 1.0))
         for name in ("label_accuracy", "majority_accuracy", "chosen_accuracy", "valid_share", "router_utility",
                      "oracle_utility") + TRIVIAL_POLICIES:
             totals[name] += stats[name] * n
@@ -118,5 +121,7 @@ def label_accuracy(router: Router, val_rows: Sequence[Mapping[str, Any]] | pd.Da
     overall["beats_trivial"] = bool(overall["router_utility"] > best_trivial + 1e-12)
     gap = overall["oracle_utility"] - overall["best_constant_utility"]
     overall["utility_gap_closed"] = (overall["router_utility"] - overall["best_constant_utility"]) / gap if gap > 0 else 0.0
+    # a query's mean utility over the λ grid: what the champion's paired-bootstrap margin resamples (selection.py)
     return {"overall": {**overall, "n": int(totals["n"])}, "by_lambda": per_lambda,
-            "best_constant_picked_on": "train" if train_rows else "val"}
+            "best_constant_picked_on": "train" if train_rows else "val",
+            "per_query_utility": {q: sum(v) / len(v) for q, v in sorted(per_query.items())}}

@@ -4,7 +4,9 @@ The parent is the evaluate stage's one run, opened by the stage (``StageContext.
 in; ``MlflowClient`` with an explicit tracking URI writes it instead of the fluent API, so logging never
 depends on (or changes) process-wide MLflow state. Layout::
 
-    evaluate (parent, run_kind=stage: headline metrics, config params, every output file as artifact)
+    evaluate (parent, run_kind=stage: the headline only (``dvc metrics show``'s keys, each family's AIQ and
+    |          lambda*, the champion's val figures), config params, every output file as artifact (metrics.json
+    |          holds every router's figures), the LM family's phase-transition plot and the champion family's)
     |- family <f> (run_kind=family: AIQ, lambda*, width; the sweep as metrics charted against lambda,
     |   |          step = round(lambda x 1000), plus sweep.json as a table; its phase-transition plot)
     |   |- <router at lambda_1> ...   (run_kind=router: every metric of both views, per task too)
@@ -73,12 +75,27 @@ def _log_router(client: MlflowClient, exp: str, parent: str, name: str, router: 
     return run_id
 
 
-def _log_phase_plot(client: MlflowClient, run_id: str, family: str, info: dict, energy_label: str) -> None:
+def _log_phase_plot(client: MlflowClient, run_id: str, family: str, info: dict, energy_label: str,
+                    name: str = "phase_transition.png") -> None:
     """The family's phase transition: accuracy, energy and expensive share against lambda, lambda* marked."""
     sweep = {family: {**info["sweep"], "lambda_star": info.get("lambda_star")}}
     with tempfile.TemporaryDirectory() as tmp:
-        path = plot_lambda_sweep(sweep, energy_label, Path(tmp) / "phase_transition.png")
+        path = plot_lambda_sweep(sweep, energy_label, Path(tmp) / name)
         client.log_artifact(run_id, str(path), artifact_path="plots")
+
+
+def parent_metrics(metrics: dict, selection: dict | None) -> dict[str, float]:
+    """The evaluate run's own few metrics, so the MLflow runs table shows them (the stage also logs the compact
+    headline, `dvc metrics show`'s keys): per family its AIQ, AIQ lift and lambda*, the zero-router AIQ, the
+    oracle, and the champion's val utility and margin. Every router's figures are in its child run and in the
+    metrics.json artifact (the same names)."""
+    out = {"aiq_zero_router": metrics.get("aiq_zero_router")}
+    for fam, block in metrics.get("families", {}).items():
+        out |= {f"families.{fam}.{k}": block.get(k) for k in ("aiq", "aiq_lift", "lambda_star")}
+    out |= {f"oracle.{k}": v for k, v in metrics.get("oracle", {}).items()}
+    if selection:
+        out |= {"champion.val_utility": selection["winner"]["val_utility"], "champion.margin": selection.get("margin")}
+    return {k: v for k, v in flatten(out).items()}
 
 
 def log_evaluation(result, run) -> str:
@@ -93,7 +110,7 @@ def log_evaluation(result, run) -> str:
     cfg = report["config"] | {f"energy_policy.{k}": v for k, v in report.get("energy_policy", {}).items()}
     view = report["headline_view"]
     client.log_batch(parent_id, params=[Param(k, str(v)) for k, v in cfg.items()])
-    _log_metrics(client, parent_id, flatten(result.metrics))
+    _log_metrics(client, parent_id, parent_metrics(result.metrics, report.get("selection")))
     swept = {name for fam in report["families"].values() for name in fam["sweep"]["router"]}
     for fam, info in report["families"].items():
         fam_id = _child(client, exp, parent_id, f"family {fam}", {**tags, RUN_KIND: "family", "family": fam,
@@ -110,6 +127,13 @@ def log_evaluation(result, run) -> str:
         client.log_table(fam_id, data={k: sweep[k] for k in ("lam", "router", "accuracy", "j_per_query",
                                                              "expensive_share")}, artifact_file="sweep.json")
         _log_phase_plot(client, fam_id, fam, info, report["views"][view].get("energy_source", "none"))
+        champion = (report.get("selection") or {}).get("winner", {}).get("family")
+        if fam == ("lm" if "lm" in report["families"] else next(iter(report["families"]))):
+            # the deployed (LM) family's, at the evaluate run's top level: no click into a child run
+            _log_phase_plot(client, parent_id, fam, info, report["views"][view].get("energy_source", "none"))
+        if fam == champion:
+            _log_phase_plot(client, parent_id, fam, info, report["views"][view].get("energy_source", "none"),
+                            name=f"champion_{fam}_phase_transition.png")
         for name in sweep["router"]:
             _log_router(client, exp, fam_id, name, report["routers"][name], tags)
         client.set_terminated(fam_id, "FINISHED")

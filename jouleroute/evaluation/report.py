@@ -123,6 +123,7 @@ def markdown(report: dict) -> str:
             lines.append(f"| {name} | {r['family']} | {_f(r['lam'])} | {acc} | {_f(v['j_per_query'])} "
                          f"| {_f(m['j_per_query'])} | {_f(v['aiq'])} | {_f(v['pgr'])} "
                          f"| {_f(v['savings_captured_pct'], 1)} | {_f(v['on_frontier'])} |")
+        lines += ["", savings_note(report, view)]
     if report["families"]:
         lines += ["", "## Lambda families", "", f"Expensive candidates: {report['expensive_candidates']}.", "",
                   "| family | AIQ | AIQ lift | lambda* | transition width (log10 lambda) | resolved |",
@@ -149,6 +150,22 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} | " + " | ".join(_f(per[t]["accuracy"]) for t in report["tasks"]) + " |")
     lines += ["", "Definitions: docs/metrics.md. Plots: plots/*.png.", ""]
     return "\n".join(lines)
+
+
+def savings_note(report: dict, view: str) -> str:
+    """What "% oracle savings captured" means here, with this run's two ends, and why a value is negative."""
+    best = report["views"][view]["best_single"]
+    e_best = report["singles"][best]["views"][view]["j_per_query"]
+    e_oracle = report["oracle"]["views"][view]["j_per_query"]
+    values = [r["views"][view].get("savings_captured_pct") for r in report["routers"].values()]
+    negative = sum(1 for v in values if v is not None and v < 0)
+    return (f"% oracle savings captured = 100 × (E_best − E_router) / (E_best − E_oracle): the share of the "
+            f"{_f(e_best)} − {_f(e_oracle)} J/query the oracle saves against always asking the most accurate single "
+            f"(`{best}`) that a router keeps, counted only while its accuracy is within evaluate.accuracy_tolerance "
+            f"of that single's (0 below). 100 is the oracle's saving, above 100 cheaper than the oracle by giving up "
+            f"accuracy; below 0 (" + (f"{negative} router(s) here" if negative else "none here") +
+            f") the router spends more J/query than `{best}` alone, e.g. −100 is one whole oracle saving more "
+            "(docs/metrics.md).")
 
 
 def comparison_lines(block: dict | None) -> list[str]:
@@ -259,7 +276,7 @@ def selection_lines(selection: dict | None) -> list[str]:
              + (f" and of the best other family ({selection['best_other_family']}) by "
                 f"{selection['margin_over_other_family']:+.4f}"
                 if selection.get("best_other_family") and selection["best_other_family"] != selection.get("runner_up")
-                else "") + ".", "",
+                else "") + ".", *([""] + [champion_ci_line(selection)] if champion_ci_line(selection) else []), "",
              "| contender | family | checkpoint | mean val utility |", "|---|---|---|---:|"]
     for row in selection["contenders"]:
         lines.append(f"| {row['name']} | {row['family']} | {row['checkpoint']} | {row['val_utility']:.4f} |")
@@ -268,6 +285,22 @@ def selection_lines(selection: dict | None) -> list[str]:
         lines += ["", f"Registered in MLflow as `{selection['registered_model']}`, alias `{selection['alias']}`, with "
                       "these val figures as tags: `jouleroute serve` serves it unless `gateway.router` is set."]
     return lines
+
+
+def champion_ci_line(selection: dict) -> str:
+    """The margin's paired-bootstrap CI, and when it contains 0 that the choice is a tie and what the tie rule picks;
+    "" when there is no runner-up or no per-query figures to resample."""
+    ci = selection.get("margin_ci95")
+    if not selection.get("runner_up") or ci is None:
+        return ""
+    win, n = selection["winner"]["name"], selection["n_val_queries"]
+    text = (f"The margin over {selection['runner_up']}, {selection['margin']:+.4f}, has a 95% paired-bootstrap "
+            f"interval of [{ci[0]:+.4f}, {ci[1]:+.4f}] over the {n} val queries")
+    if selection.get("margin_is_tie"):
+        return (text + f": **a tie**. The val split cannot tell {win} and {selection['runner_up']} apart; the tie "
+                f"rule ({selection.get('tie_rule', 'the higher mean val utility')}) picks **{win}** "
+                f"(family `{selection['winner']['family']}`).")
+    return text + f": {win} is ahead beyond the resampling noise."
 
 
 def knn_evidence_lines(evidence: dict | None) -> list[str]:

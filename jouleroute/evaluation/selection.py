@@ -40,6 +40,8 @@ class Contender:
     note: str = field(default="", compare=False)
     # the LM router with kNN's neighbour evidence (evaluation/knn_evidence.py): {"weight", "energy"}
     knn_evidence: dict | None = None
+    # val query -> its mean utility over the λ grid (label_accuracy's per_query_utility): the margin's CI
+    per_query: dict[str, float] | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -84,7 +86,8 @@ def baseline_contender(family: str, router: Router, val_rows: Sequence[Mapping],
         scores = router.score(val_queries(val_rows))
     finally:
         router.meter = meter
-    return Contender(family, FIT, by_lambda(label_accuracy(Decided(scores), val_rows, energy_norm=energy_norm)))
+    check = label_accuracy(Decided(scores), val_rows, energy_norm=energy_norm)
+    return Contender(family, FIT, by_lambda(check), per_query=check.get("per_query_utility"))
 
 
 def lm_contenders(grpo_metrics: dict, model_dirs: Mapping[str, Path], root: Path) -> list[Contender]:
@@ -101,8 +104,31 @@ def lm_contenders(grpo_metrics: dict, model_dirs: Mapping[str, Path], root: Path
                            name, model_dir)
             continue
         shown = model_dir.relative_to(root) if model_dir.is_relative_to(root) else model_dir
-        out.append(Contender("lm", name, by_lambda(check), str(shown)))
+        out.append(Contender("lm", name, by_lambda(check), str(shown), per_query=check.get("per_query_utility")))
     return out
+
+
+CI_SAMPLES, CI_SEED = 1000, 0
+TIE_RULE = ("the higher mean val utility is deployed; an exact tie goes to the first listed (the LM router's "
+            "checkpoints, then the baselines)")
+
+
+def margin_ci(win: Contender, other: Contender, samples: int = CI_SAMPLES, seed: int = CI_SEED) -> list[float] | None:
+    """95% paired-bootstrap interval of mean(win − other) over the val queries both were scored on (the same
+    resamples of queries for both); ``None`` when either has no per-query figures (an older grpo output)."""
+    if not win.per_query or not other.per_query:
+        return None
+    queries = sorted(set(win.per_query) & set(other.per_query))
+    if not queries:
+        return None
+    diff = np.array([win.per_query[q] - other.per_query[q] for q in queries])
+    means = diff[np.random.default_rng(seed).integers(0, len(diff), size=(samples, len(diff)))].mean(axis=1)
+    return [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]
+
+
+def _ci_fields(prefix: str, win: Contender, other: Contender | None) -> dict:
+    ci = margin_ci(win, other) if other is not None else None
+    return {f"{prefix}_ci95": ci, f"{prefix}_is_tie": None if ci is None else bool(ci[0] <= 0 <= ci[1])}
 
 
 def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int) -> dict:
@@ -125,6 +151,9 @@ def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int
            "margin": win.val_utility - ranked[1].val_utility if len(ranked) > 1 else None,
            "best_other_family": others[0].name if others else None,
            "margin_over_other_family": win.val_utility - others[0].val_utility if others else None,
+           **_ci_fields("margin", win, ranked[1] if len(ranked) > 1 else None),
+           **_ci_fields("margin_over_other_family", win, others[0] if others else None),
+           "ci": {"samples": CI_SAMPLES, "seed": CI_SEED, "confidence": 0.95}, "tie_rule": TIE_RULE,
            "lambdas": [float(x) for x in first], "energy_norm": energy_norm, "n_val_queries": n_val_queries,
            "contenders": [{"name": c.name, "family": c.family, "checkpoint": c.checkpoint,
                            "val_utility": c.val_utility, "by_lambda": dict(c.by_lambda)} for c in ranked]}

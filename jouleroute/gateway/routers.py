@@ -61,6 +61,10 @@ class GatewayRouter(ABC):
         """A tokenizer to count prompt tokens with, when the router has one."""
         return None
 
+    def known_tasks(self) -> list[str] | None:
+        """The task names the router was trained on (a request's ``task`` must be one, or empty); ``None``: any."""
+        return None
+
 
 _ids = itertools.count()
 
@@ -99,6 +103,21 @@ class ScoringGatewayRouter(GatewayRouter):
 
     def tokenizer(self):
         return getattr(self.router, "tokenizer", None)
+
+    def known_tasks(self) -> list[str] | None:
+        return trained_tasks(self.router)
+
+
+def trained_tasks(router) -> list[str] | None:
+    """The tasks a project router learned something per task for: an LM router's train energies per task, a
+    learned baseline's per-task scaffolds, a blend's first router's; ``None`` when it has no notion of task."""
+    if hasattr(router, "first"):  # BlendRouter
+        return trained_tasks(router.first)
+    energies = getattr(getattr(router, "spec", None), "task_energy_j", None)
+    if energies:
+        return sorted(energies)
+    scaffolds = getattr(router, "scaffolds", None)
+    return sorted(scaffolds) if scaffolds else None
 
 
 def lm_gateway_router(router, default_lam: float | None = None) -> ScoringGatewayRouter:

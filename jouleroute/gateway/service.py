@@ -71,6 +71,11 @@ class Gateway:
             raise GatewayError(400, f"two energy weights: X-Energy-Weight {header_weight:g} and "
                                     f"energy_weight {request.weight:g}; send one")
         weight = request.weight if request.weight is not None else header_weight
+        known = self.router.known_tasks() if self.router is not None and request.task else None
+        if known is not None and request.task not in known:
+            raise GatewayError(400, f"unknown task '{request.task}': the router ({self.router.name}) knows {known}; "
+                                    "send one of them, or no 'task' to route with the pool-wide energies",
+                               code="unknown_task")
         if request.model in self.upstreams:  # the client chose: no routing, λ unused
             return [request.model], Receipt(candidate=request.model, lam=None)
         if request.model != AUTO_MODEL or self.router is None:

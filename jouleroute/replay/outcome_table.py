@@ -24,8 +24,11 @@ OPTIONAL_COLUMNS = (
     "split", "subtask", "gold", "choices_json", "model", "output_text", "extracted_answer", "invalid",
     "input_tokens", "output_tokens", "energy_j", "energy_source", "latency_s", "ttft_s", "batch_size",
 )  # fmt: skip
-_TRUE = {"1", "true", "yes"}
-_FALSE = {"0", "false", "no"}
+_TRUE = {"1", "1.0", "true", "yes"}
+_FALSE = {"0", "0.0", "false", "no"}
+ACCEPTED_FLAGS = "1/0, 1.0/0.0, true/false or yes/no (any case; JSON and parquet booleans too)"
+ACCEPTED_CORRECT = ("a number in [0, 1] (an expected correctness: 1/0, 1.0/0.0 or a fraction such as 0.3), "
+                    "true/false or yes/no (any case; JSON and parquet booleans too)")
 
 
 class OutcomeTableError(ValueError):
@@ -60,39 +63,105 @@ def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value == ""
 
 
+# The first bytes of the compressed and archive formats a table is often shipped in, and how to open each.
+_COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip"), b"PK\x03\x04": ("zip", "unzip"), b"BZh": ("bzip2", "bunzip2"),
+               b"\xfd7zXZ\x00": ("xz", "unxz"), b"\x28\xb5\x2f\xfd": ("zstd", "unzstd")}
+_PARQUET_MAGIC = b"PAR1"
+
+
+def _check_bytes(path: Path, suffix: str) -> None:
+    """One line for a file that is empty, compressed, binary or not UTF-8 text, before any parser sees it."""
+    with path.open("rb") as file:
+        head = file.read(4096)
+    if not head:
+        raise OutcomeTableError(f"{path}: the file is empty (0 bytes); expected a header line and one row per "
+                                f"(query, candidate) (docs/replay.md)")
+    for magic, (kind, tool) in _COMPRESSED.items():
+        if head.startswith(magic):
+            raise OutcomeTableError(f"{path}: the file is {kind}-compressed; decompress it first (`{tool}`) and "
+                                    f"import the .csv, .jsonl or .parquet inside")
+    if suffix == ".parquet":
+        if not head.startswith(_PARQUET_MAGIC):
+            raise OutcomeTableError(f"{path}: not a parquet file (it does not start with {_PARQUET_MAGIC!r})")
+        return
+    if head.startswith(_PARQUET_MAGIC):
+        raise OutcomeTableError(f"{path}: this is a parquet file; name it .parquet")
+    if b"\x00" in head:
+        raise OutcomeTableError(f"{path}: a binary file (it holds NUL bytes), not {suffix[1:].upper()} text")
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise OutcomeTableError(f"{path} line {line}: not UTF-8 text (byte {data[err.start]:#04x} at offset "
+                                f"{err.start}); save the file as UTF-8, e.g. `iconv -f latin1 -t utf-8`") from None
+
+
+def _read_csv(path: Path) -> tuple[pd.DataFrame, list[int]]:
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+    except pd.errors.EmptyDataError:
+        raise OutcomeTableError(f"{path}: no header line (only blank lines); expected the columns "
+                                f"{list(REQUIRED_COLUMNS)} (docs/replay.md)") from None
+    except pd.errors.ParserError as err:
+        raise OutcomeTableError(f"{path}: not valid CSV ({' '.join(str(err).split())})") from None
+    return frame, [i + 2 for i in range(len(frame))]  # line 1 is the header
+
+
+def _read_jsonl(path: Path) -> tuple[pd.DataFrame, list[int]]:
+    records, lines = [], []
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise OutcomeTableError(f"{path} line {number}: not valid JSON ({err.msg})") from err
+        if not isinstance(record, dict):
+            raise OutcomeTableError(f"{path} line {number}: expected a JSON object, got {type(record).__name__}")
+        records.append(record)
+        lines.append(number)
+    if not records:
+        raise OutcomeTableError(f"{path}: no JSON objects (only blank lines); expected one object per "
+                                f"(query, candidate) with {list(REQUIRED_COLUMNS)} (docs/replay.md)")
+    return pd.DataFrame.from_records(records), lines
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    import pyarrow as pa
+
+    try:
+        return pd.read_parquet(path)
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise OutcomeTableError(f"{path}: not a readable parquet file ({' '.join(str(err).split())[:200]})") from None
+
+
 def read_outcome_table(path: Path) -> OutcomeTable:
-    """Read CSV (all cells as text), JSONL (one object a line) or parquet; check the required columns."""
+    """Read CSV (all cells as text), JSONL (one object a line) or parquet; check the required columns.
+    An empty, compressed, binary, non-UTF-8 or header-only file is one line naming the file."""
     if not path.is_file():
         raise OutcomeTableError(f"{path}: outcome table not found")
     suffix = path.suffix.lower()
+    if suffix not in (".csv", ".jsonl", ".ndjson", ".parquet"):
+        with path.open("rb") as file:
+            head = file.read(8)
+        kind = next((k for m, (k, _) in _COMPRESSED.items() if head.startswith(m)), None)
+        extra = f" (a {kind}-compressed file: decompress it first)" if kind else ""
+        raise OutcomeTableError(f"{path}: unsupported format '{suffix}'{extra}; use .csv, .jsonl or .parquet")
+    _check_bytes(path, suffix)
     if suffix == ".csv":
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        lines = [i + 2 for i in range(len(frame))]  # line 1 is the header
-    elif suffix in (".jsonl", ".ndjson"):
-        records, lines = [], []
-        for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise OutcomeTableError(f"{path} line {number}: not valid JSON ({err.msg})") from err
-            if not isinstance(record, dict):
-                raise OutcomeTableError(f"{path} line {number}: expected a JSON object, got {type(record).__name__}")
-            records.append(record)
-            lines.append(number)
-        frame = pd.DataFrame.from_records(records)
+        frame, lines = _read_csv(path)
     elif suffix == ".parquet":
-        frame, lines = pd.read_parquet(path), None
+        frame, lines = _read_parquet(path), None
     else:
-        raise OutcomeTableError(f"{path}: unsupported format '{suffix}'; use .csv, .jsonl or .parquet")
+        frame, lines = _read_jsonl(path)
     absent = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if absent:
         raise OutcomeTableError(
             f"{path}: missing column(s) {absent}; required: {list(REQUIRED_COLUMNS)} (docs/replay.md)"
         )
     if frame.empty:
-        raise OutcomeTableError(f"{path}: the table has no rows")
+        raise OutcomeTableError(f"{path}: the table has a header but no rows; add one row per (query, candidate)")
     return OutcomeTable(path, frame, lines)
 
 
@@ -112,7 +181,7 @@ def texts(table: OutcomeTable, column: str, required: bool, default: str | None 
 
 
 def flags(table: OutcomeTable, column: str, default: int | None = None) -> list[int]:
-    """A 0/1 column (correct, invalid): accepts 0/1, 0.0/1.0, true/false, yes/no."""
+    """A 0/1 column (correct, invalid): accepts ``ACCEPTED_FLAGS``."""
     out = []
     for row, value in enumerate(table.cells(column)):
         if value is None and default is not None:
@@ -126,7 +195,7 @@ def flags(table: OutcomeTable, column: str, default: int | None = None) -> list[
         elif text in _TRUE or text in _FALSE:
             out.append(int(text in _TRUE))
         else:
-            raise table.fail(row, column, f"expected 0/1 or true/false, got {value!r}")
+            raise table.fail(row, column, f"expected {ACCEPTED_FLAGS}, got {value!r}")
     return out
 
 
@@ -144,8 +213,7 @@ def expected_correct(table: OutcomeTable, column: str) -> list[float]:
         except (TypeError, ValueError):
             number = math.nan
         if not (math.isfinite(number) and 0.0 <= number <= 1.0):
-            raise table.fail(row, column, f"expected a number in [0, 1] (an expected correctness) or true/false, "
-                                          f"got {value!r}")
+            raise table.fail(row, column, f"expected {ACCEPTED_CORRECT}, got {value!r}")
         out.append(number)
     return out
 

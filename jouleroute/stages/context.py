@@ -39,13 +39,18 @@ class StageContext:
     progress: ProgressFactory = field(default=_no_progress)
     # when the stage began: its MLflow run starts here, so the run's duration is the stage's wall time
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    # a params file that is no pipeline's own (a copy of params.yaml): its outputs' namespace (jouleroute/paths.py)
+    namespace: str | None = None
 
     @classmethod
     def load(cls, params_path: str | Path = "params.yaml", root: str | Path | None = None,
              progress: ProgressFactory | None = None) -> "StageContext":
         params_path = Path(params_path).resolve()
         root_path = Path(root).resolve() if root else Path.cwd().resolve()
-        return cls(load_params(params_path), root_path, params_path, progress or _no_progress)
+        params, namespace = load_params(params_path), None
+        if not table.is_own_params(params_path, root_path):
+            params, namespace = _as_copy(params, params_path, root_path)
+        return cls(params, root_path, params_path, progress or _no_progress, namespace=namespace)
 
     def path(self, name: str) -> Path:
         return self.params.paths.resolve(name, self.root)
@@ -96,6 +101,23 @@ class StageContext:
                     else self.path(name)
                 raise MissingInput(f"missing input {shown}: run `{self.repro_hint(producer)}` first")
 
+    def check_outputs(self, stage: str) -> None:
+        """A copy's stage never writes what a pipeline's dvc.yaml tracks (its own params file's outputs); one line
+        names the output, its owner and the key to set. Nothing to check for a pipeline's own params file."""
+        if self.namespace is None:
+            return
+        found = [p for p in [*self.dvc_yamls, *table.study_dvc_yamls(self.root)] if p.exists() and stage in table.read(p)]
+        if not found:
+            return
+        mine = {name: self.path(name) for name in table.path_names(table.read(found[0])[stage].outs)}
+        for tracked, owner in table.tracked_outputs(self.root, [p for p in self.dvc_yamls if p.exists()]).items():
+            for name, out in mine.items():
+                if out == tracked or out.is_relative_to(tracked) or tracked.is_relative_to(out):
+                    shown = tracked.relative_to(self.root) if tracked.is_relative_to(self.root) else tracked
+                    raise StageFailed(f"{self.params_path.name}: `{stage}` would write {shown}, an output of {owner}; "
+                                      f"a params copy writes only its own outputs: set paths.{name} in "
+                                      f"{self.params_path.name} (e.g. artifacts/{self.namespace}/...)")
+
     def repro_hint(self, stage: str) -> str:
         """`dvc repro <stage>`, or `dvc repro studies/x/dvc.yaml:<stage>` for a study's own stage."""
         for path in self.dvc_yamls[:-1]:  # a study's own stage; else the main pipeline's
@@ -117,6 +139,22 @@ class StageContext:
     def section_hash(self, *sections: str) -> str:
         dump = self.params.model_dump(mode="json", by_alias=True)
         return stable_hash({s: dump.get(s) for s in sections})
+
+
+def _as_copy(params: Params, params_path: Path, root: Path) -> tuple[Params, str]:
+    """A params file that is no pipeline's own: its outputs that are still the main pipeline's go under a namespace
+    of its name (artifacts/<name>/, mlruns/<name>/), so the copy cannot overwrite what dvc.yaml tracks."""
+    from jouleroute.paths import PathsConfig, namespace_of, namespaced
+
+    main_file = root / "params.yaml"
+    main = load_params(main_file).paths if main_file.is_file() else PathsConfig()
+    name = namespace_of(params_path)
+    paths, moved = namespaced(params.paths, main, name)
+    if moved:
+        logger.info("%s is a params copy: its outputs go under artifacts/%s/ and mlruns/%s/, never over what a "
+                    "dvc.yaml tracks (%d paths moved; set them in paths: to choose)", params_path.name, name, name,
+                    len(moved))
+    return params.model_copy(update={"paths": paths}), name
 
 
 def write_json(path: Path, obj: object) -> None:

@@ -24,6 +24,10 @@ def _dataset_of(found: str, ctx) -> str | None:
         return load_manifest(ctx.path("data_manifest")).owner_of(Path(found), root)
     except ManifestError:
         return None
+def _message(exc: BaseException) -> str:
+    """The error's own text: a KeyError's str() wraps it in quotes, so its argument is taken as it is; any
+    other message is kept whole (stripping quotes lost the closing one of ``got '2'``)."""
+    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
 
 
 def _missing_file(exc: FileNotFoundError, ctx) -> str:
@@ -66,5 +70,5 @@ def expected_error(exc: BaseException, ctx) -> str | None:
         return "model server: " + _one_line(str(exc))
     if isinstance(exc, (BenchmarkDataError, OutcomeTableError, ManifestError, UnknownTaskError, OracleSanityError,
                         TrackingStoreError)):
-        return "data error: " + _one_line(str(exc).strip("'\""))
+        return "data error: " + _one_line(_message(exc))
     return None

@@ -67,10 +67,12 @@ def report_stage(ctx: StageContext) -> Path:
         *selection_lines(report.get("selection")),  # the champion `jouleroute serve` serves
         *budget_section(ctx.path("budget_dir"), ctx.root / DOC),  # the budget stage's curve: table and plot
     ]
-    out = ctx.root / DOC
+    # a params copy's report goes beside its outputs; the tracked doc and the README are the main pipeline's
+    out = ctx.root / DOC if ctx.namespace is None else ctx.root / "artifacts" / ctx.namespace / DOC.name
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
-    _sync_readme(ctx.root / "README.md", task_lines + [""] + headline)
+    if ctx.namespace is None:
+        _sync_readme(ctx.root / "README.md", task_lines + [""] + headline)
     return out
 
 

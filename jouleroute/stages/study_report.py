@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jouleroute.evaluation.report import comparison_lines, iso_accuracy_lines, selection_lines, target_lines
+from jouleroute.evaluation.report import (comparison_lines, iso_accuracy_lines, savings_note, selection_lines,
+                                         target_lines)
 from jouleroute.stages.context import StageContext
 from jouleroute.training.budget import budget_section
 
@@ -29,7 +30,7 @@ def study_report_stage(ctx: StageContext) -> Path:
     best_name = max(singles, key=lambda n: (singles[n]["accuracy"], -singles[n]["j_per_query"]))
     out = ctx.path("study_doc")
     study_dvc = ctx.params_path.parent / "dvc.yaml"  # the study preset's pipeline, beside its params
-    title, origin = _what(ctx.params.profile_source, meta)
+    title, origin = _what(ctx.params, meta)
     lines = [
         f"# {title}",
         "",
@@ -37,9 +38,7 @@ def study_report_stage(ctx: StageContext) -> Path:
         f"(git {report['provenance'].get('git_sha', '?')[:12]}, params {report['provenance'].get('params_hash', '?')}). "
         f"Do not edit by hand: rerun `dvc repro {_rel(study_dvc, ctx.root)}`.",
         "",
-        f"**Every energy figure here is `{source}`**: correctness is {origin}'s real per-query outcome; energy and "
-        "latency are modelled per request from ML.ENERGY leaderboard measurements (H100, vLLM), from each request's "
-        "prompt and response tokens (docs/replay.md). Nothing in this table was metered on this machine.",
+        f"**Every energy figure here is `{source}`**: " + origin,
         "",
         f"Scored on {report['n_queries']} `{report['split']}` queries; view: `{view}`.",
         "",
@@ -63,6 +62,7 @@ def study_report_stage(ctx: StageContext) -> Path:
                      f"{'' if aiq is None else f'{aiq:.3f}'} | {'' if saved is None else f'{saved:.1f}'} | "
                      f"{'yes' if s.get('on_frontier') else 'no'} |")
     out.parent.mkdir(parents=True, exist_ok=True)
+    lines += ["", savings_note(report, view)]
     lines += ["", "## Targets", ""] + _targets(report, routers, singles, best_name, view)
     lines += comparison_lines(report.get("aiq_difference"))  # LM − each baseline, paired-bootstrap CI
     lines += iso_accuracy_lines(report.get("iso_accuracy"))  # energy at the best single's accuracy, oracle share
@@ -90,13 +90,24 @@ POOL_TITLES = {  # what a public pool's study routes (stage `outcomes`, public_p
 }
 
 
-def _what(profile_source: str, meta: dict) -> tuple[str, str]:
-    """The page's title and where the outcomes come from, by the profile's source."""
-    if profile_source == "public_pool" and meta.get("pool") in POOL_TITLES:
-        return POOL_TITLES[meta["pool"]]
-    if profile_source == "import_outcomes":
-        return "Imported-outcomes study: routing the pool of an outcome table", "the imported table"
-    return "Replay study: routing a 7B–70B open-weight pool (RouterBench outcomes)", "RouterBench"
+MODELLED = ("energy and latency are modelled per request from ML.ENERGY leaderboard measurements (H100, vLLM), from "
+            "each request's prompt and response tokens (docs/replay.md). Nothing in this table was metered on this "
+            "machine.")
+
+
+def _what(params, meta: dict) -> tuple[str, str]:
+    """The page's title and where its outcomes and energies come from, by the profile's source."""
+    if params.profile_source == "public_pool" and meta.get("pool") in POOL_TITLES:
+        title, pool = POOL_TITLES[meta["pool"]]
+        return title, (f"correctness is {pool}'s real per-query outcome (stage `outcomes`, docs/replay.md "
+                       f"\"Public pools\"); " + MODELLED)
+    if params.profile_source == "import_outcomes" and params.import_outcomes is not None:
+        cfg = params.import_outcomes
+        return (f"Your pool ({cfg.source_name}): routing your outcome table",
+                f"correctness and energy come from your outcome table `{cfg.input_file}` (`jouleroute import`): rows "
+                "with energy_j keep it, the others are modelled from their ML.ENERGY reference (docs/replay.md).")
+    return ("Replay study: routing a 7B–70B open-weight pool (RouterBench outcomes)",
+            "correctness is RouterBench's real per-query outcome; " + MODELLED)
 
 
 def _targets(report: dict, routers: dict, singles: dict, best_name: str, view: str) -> list[str]:

@@ -113,3 +113,52 @@ def inputs(stage: str, dvc_yamls: list[Path]) -> list[str]:
             made = producers(dvc_yamls)
             return [name for name in path_names(found[stage].deps) if made.get(name, stage) != stage]
     return []
+
+
+def _under(path: str, out: str) -> bool:
+    return path == out or path.startswith(out.rstrip("/") + "/") or out.startswith(path.rstrip("/") + "/")
+
+
+def rerun_by(param: str, dvc_yaml: Path | None = None) -> list[str]:
+    """The stages `dvc repro` reruns when ``param`` (e.g. ``router.lam``) changes: those whose params name it
+    or a section above it, then every stage downstream of one of those (a dep that is, or holds, its output)."""
+    stages = read(dvc_yaml or main_dvc_yaml())
+    parts = param.split(".")
+    above = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    hit = [name for name, stage in stages.items() if above & set(stage.params)]
+    for name, stage in stages.items():  # dvc.yaml lists a stage after what it reads
+        if name not in hit and any(_under(dep, out) for r in hit for out in stages[r].outs for dep in stage.deps):
+            hit.append(name)
+    return [name for name in stages if name in hit]
+
+
+def is_own_params(params_path: Path, root: Path) -> bool:
+    """The repository's params.yaml, or a params.yaml beside its own dvc.yaml (a study's): a pipeline's own
+    file, whose `paths:` are that pipeline's. Any other file is a copy (StageContext namespaces its outputs)."""
+    params_path = params_path.resolve()
+    if params_path == (root / "params.yaml").resolve():
+        return True
+    return params_path.name == "params.yaml" and (params_path.parent / "dvc.yaml").is_file()
+
+
+def tracked_outputs(root: Path, extra: list[Path] = ()) -> dict[Path, str]:
+    """Every `${paths.*}` output of the repository's pipelines (the main one, the studies', and ``extra`` ones such
+    as a pool's beside a copied params file), resolved with each pipeline's own params file (the params.yaml
+    beside it): absolute path -> 'dvc.yaml (stage x)' / 'studies/replay/dvc.yaml (stage x)'."""
+    from jouleroute.config import load_params
+
+    owners: dict[Path, str] = {}
+    main = main_dvc_yaml(root)
+    for dvc_yaml in dict.fromkeys([main, *study_dvc_yamls(root), *extra]):
+        params_file = root / "params.yaml" if dvc_yaml == main else dvc_yaml.parent / "params.yaml"
+        if not dvc_yaml.is_file() or not params_file.is_file():
+            continue
+        paths = load_params(params_file).paths
+        shown = dvc_yaml.relative_to(root) if dvc_yaml.is_relative_to(root) else dvc_yaml
+        for stage in read(dvc_yaml).values():
+            for entry in stage.outs:
+                match = PATH_VAR.match(entry)
+                if match and match.group(1) in type(paths).model_fields:
+                    path = (root / (getattr(paths, match.group(1)) + entry[match.end():])).resolve()
+                    owners.setdefault(path, f"{shown} (stage {stage.name})")
+    return owners

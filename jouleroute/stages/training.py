@@ -16,8 +16,12 @@ logger = logging.getLogger(__name__)
 
 
 def heldout_key(ctx: StageContext) -> str:
-    """What a held-out check depends on besides the weights: reused by grpo only when this matches."""
-    return ctx.section_hash("router") + ":" + ctx.params.energy_policy.norm
+    """What a held-out check depends on besides the weights: reused by grpo only when this matches. Not
+    ``router.lam``: the check routes at every trained λ (a λ experiment keeps sft's check)."""
+    from jouleroute.provenance import stable_hash
+
+    routing = ctx.params.router.model_dump(mode="json", exclude={"lam"})
+    return stable_hash(routing) + ":" + ctx.params.energy_policy.norm
 
 
 def sft_heldout(ctx: StageContext) -> dict:

@@ -77,3 +77,24 @@ def test_mlflow_ui_compares_two_evaluate_runs_in_chromium(chromium, mlflow_ui, e
     SHOT.unlink(missing_ok=True)
     _chromium(chromium, f"--screenshot={SHOT}", url)
     assert SHOT.exists() and SHOT.stat().st_size > 20_000
+
+
+def test_the_link_where_prints_shows_the_aiq_values_without_a_click(chromium, mlflow_ui, evaluated):
+    """`jouleroute where` links the latest evaluate run's comparison page: its headline metrics (each family's AIQ
+    among them) are rows of the page as it opens, and the run carries the long tail as artifacts, not metrics."""
+    from mlflow import MlflowClient
+
+    from jouleroute.commands.where import headline_link
+
+    base, run_ids = mlflow_ui
+    result, uri, _ = evaluated
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(run_ids[0])
+    aiq = {k: v for k, v in run.data.metrics.items() if k.startswith("families.") and k.endswith(".aiq")}
+    assert aiq and len(run.data.metrics) <= 40, sorted(run.data.metrics)  # the headline, not 700 columns
+    top = {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
+    assert "plots/phase_transition.png" in top, top  # the LM family's, no click into a child run
+    dom = _chromium(chromium, "--dump-dom", headline_link(base, run.info.experiment_id, [run.info.run_id])).stdout
+    for key, value in aiq.items():
+        assert key in dom, (key, dom[-2000:])
+        assert f"{value:.3f}"[:4] in dom, (key, value)  # its value is on the page (the UI rounds it)

@@ -143,3 +143,17 @@ def test_an_oracle_router_equals_the_builtin_oracle(synthetic, tmp_path):
     assert (router["accuracy"], router["j_per_query"]) == (oracle["accuracy"], oracle["j_per_query"])
     assert router["savings_captured_pct"] == pytest.approx(100.0)  # the sanity check accepts a tie
     assert metrics["routers"]["small"]["j_per_query"] == metrics["singles"]["small"]["j_per_query"]
+
+
+def test_the_report_explains_oracle_savings_and_their_negative_values(evaluated):
+    """A value like -142.6 in "% oracle savings captured" was unexplained: the report states the formula, this
+    run's two ends (best single, oracle) and what a negative value means, counting the routers that have one."""
+    report = json.loads(evaluated.paths["report"].read_text())
+    view = report["headline_view"]
+    values = [r["views"][view]["savings_captured_pct"] for r in report["routers"].values()]
+    negative = sum(1 for v in values if v is not None and v < 0)
+    md = evaluated.paths["markdown"].read_text()
+    note = next(line for line in md.splitlines() if line.startswith("% oracle savings captured = 100"))
+    best = report["views"][view]["best_single"]
+    assert f"(`{best}`)" in note and "below 0" in note and "spends more J/query" in note
+    assert (f"{negative} router(s) here" if negative else "none here") in note

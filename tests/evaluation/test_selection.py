@@ -142,3 +142,47 @@ def test_lm_checkpoints_enter_with_their_held_out_figures(tmp_path):
     kept_sft = lm_contenders({"heldout_sft": check(0.5), "heldout": check(0.5), "kept": "sft"}, dirs, tmp_path)
     assert [c.name for c in kept_sft] == ["lm/sft"]
     assert lm_contenders({}, dirs, tmp_path) == []
+
+
+def test_the_champion_s_margin_has_a_paired_bootstrap_ci_and_a_tie_is_named(tmp_path):
+    """The margin is resampled over the val queries both contenders were scored on (paired): a per-query edge
+    that never changes sign is a win, a noisy one whose interval contains 0 is reported as a tie, with the rule
+    that picks the champion. where and the report say so in words."""
+    from jouleroute.commands.where import champion_lines
+    from jouleroute.evaluation.report import champion_ci_line
+    from jouleroute.evaluation.selection import margin_ci
+
+    grid = {"0": 0.5, "2": 0.5}
+    queries = [f"q{i}" for i in range(60)]
+    steady = Contender("lm", "grpo", grid, per_query={q: 0.51 for q in queries})
+    base = Contender("knn", "fit", {"0": 0.49, "2": 0.49}, per_query={q: 0.50 for q in queries})
+    low, high = margin_ci(steady, base)
+    assert low == pytest.approx(0.01) and high == pytest.approx(0.01)  # the same edge on every query: no spread
+    rng = np.random.default_rng(1)
+    noisy = Contender("lm", "grpo", grid, per_query={q: 0.50 + rng.normal(0, 0.2) for q in queries})
+    out = select([noisy, base], "max", 60)
+    low, high = out["margin_ci95"]
+    assert low < 0 < high and out["margin_is_tie"] is True
+    differences = [noisy.per_query[q] - base.per_query[q] for q in queries]
+    assert low < np.mean(differences) < high
+    line = champion_ci_line(out)
+    assert "**a tie**" in line and "picks **lm/grpo** (family `lm`)" in line and "60 val queries" in line
+    assert any("a tie on val" in s for s in champion_lines(out)) and "margin over knn" in champion_lines(out)[1]
+    assert select([steady, base], "max", 60)["margin_is_tie"] is False
+    # figures without per-query utilities (an older grpo output): no interval, no claim either way
+    old = select([Contender("lm", "grpo", grid), base], "max", 60)
+    assert old["margin_ci95"] is None and old["margin_is_tie"] is None and champion_ci_line(old) == ""
+
+
+def test_label_accuracy_gives_each_val_query_its_mean_utility_over_the_grid(tmp_path):
+    from jouleroute.training.config import RouterDataConfig
+    from jouleroute.training.router_data import run_router_data
+
+    profile, queries = _data()
+    run_router_data(profile, queries, RouterDataConfig(), tmp_path)
+    rows = load_rows(tmp_path / "val.jsonl")
+    router = build_router("knn", profile, queries, sorted(SKILL), BaselinesConfig(embedding={"model": "hashing",
+                                                                                              "cache_dir": None}))
+    got = baseline_contender("knn", router, rows, "max")
+    assert len(got.per_query) == len({r["query_id"] for r in rows})
+    assert np.mean(list(got.per_query.values())) == pytest.approx(got.val_utility, abs=1e-12)  # same grid, same n

@@ -29,6 +29,8 @@ CASES = {
                               400, "two energy weights"),
     "no messages": (dict(body={"model": "small"}, path="/v1/chat/completions"), 400, "'messages'"),
     "max_tokens over the limit": (dict(body=GOOD | {"max_tokens": 100_000}), 400, "max_output_tokens"),
+    # the router was trained on task 'arith' (tests/gateway/conftest.py): a typo is refused, naming the known ones
+    "unknown task": (dict(body=GOOD | {"task": "arithh"}), 400, "unknown task 'arithh': the router (knn) knows ['arith']"),
 }
 
 
@@ -41,6 +43,11 @@ def test_bad_request_gets_a_clear_4xx_and_the_gateway_keeps_serving(gateway_url,
     assert message in error["message"]
     assert response.headers["x-request-id"]
     assert _post(gateway_url, GOOD).status_code == 200
+
+
+def test_a_known_task_or_none_is_routed(gateway_url):
+    assert _post(gateway_url, GOOD | {"task": "arith"}).status_code == 200
+    assert _post(gateway_url, GOOD | {"task": ""}).status_code == 200
 
 
 def test_rate_limit_answers_429_naming_the_burst_with_retry_after(make_gateway, upstream_urls):

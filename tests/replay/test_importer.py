@@ -90,8 +90,7 @@ def test_unknown_model_without_energy_names_model_and_row(fake_ref, tmp_path: Pa
 def test_bad_correct_value_names_row_and_field(fake_ref, tmp_path: Path, repo_root: Path) -> None:
     rows = [{**r, "correct": str(r["correct"])} for r in GOOD_ROWS]  # parquet needs one type per column
     rows[3]["correct"] = "maybe"
-    expected = (r"row 3 field 'correct': expected a number in \[0, 1\] \(an expected correctness\) or "
-                r"true/false, got 'maybe'")
+    expected = r"row 3 field 'correct': expected a number in \[0, 1\] \(an expected correctness: 1/0, .*, got 'maybe'"
     with pytest.raises(OutcomeTableError, match=expected):
         _run(_cfg(fake_ref, _write(rows, tmp_path / "t.parquet")), tmp_path, repo_root)
 
@@ -161,3 +160,74 @@ def test_unsupported_format_and_bad_candidate_id(fake_ref, tmp_path: Path, repo_
     rows = [{**r, "candidate": "Big Model"} if r["candidate"] == "big" else r for r in GOOD_ROWS]
     with pytest.raises(OutcomeTableError, match=r"row 1 \(line 3\) field 'candidate'"):
         _run(_cfg(fake_ref, _write(rows, tmp_path / "t.csv")), tmp_path, repo_root)
+
+
+def _gzip(path: Path) -> bytes:
+    import gzip
+
+    return gzip.compress(_write(GOOD_ROWS, path).read_bytes())
+
+
+# (file name, its bytes, what the one-line error says)
+BAD_FILES = [
+    ("empty.csv", lambda p: b"", r"empty\.csv: the file is empty \(0 bytes\)"),
+    ("empty.jsonl", lambda p: b"", r"empty\.jsonl: the file is empty \(0 bytes\)"),
+    ("empty.parquet", lambda p: b"", r"empty\.parquet: the file is empty \(0 bytes\)"),
+    ("blank.csv", lambda p: b"\n\n", r"blank\.csv: no header line \(only blank lines\)"),
+    ("blank.jsonl", lambda p: b"\n \n", r"blank\.jsonl: no JSON objects \(only blank lines\)"),
+    ("header.csv", lambda p: b"query_id,task,prompt,candidate,correct\n", r"header\.csv: the table has a header but no rows"),
+    ("binary.csv", lambda p: bytes(range(256)), r"binary\.csv: a binary file \(it holds NUL bytes\), not CSV text"),
+    ("latin1.csv", lambda p: "query_id,task,prompt,candidate,correct\nq1,t,café,small,1\n".encode("latin-1"),
+     r"latin1\.csv line 2: not UTF-8 text \(byte 0xe9 at offset 47\); save the file as UTF-8"),
+    ("zipped.csv", _gzip, r"zipped\.csv: the file is gzip-compressed; decompress it first \(`gunzip`\)"),
+    ("t.csv.gz", _gzip, r"t\.csv\.gz: unsupported format '\.gz' \(a gzip-compressed file: decompress it first\)"),
+    ("fake.parquet", lambda p: b"query_id,task\n", r"fake\.parquet: not a parquet file"),
+    ("broken.parquet", lambda p: b"PAR1" + b"x" * 20, r"broken\.parquet: not a readable parquet file"),
+]
+
+
+@pytest.mark.parametrize("name, content, expected", BAD_FILES, ids=[b[0] for b in BAD_FILES])
+def test_a_file_that_is_no_table_is_one_line(fake_ref, tmp_path: Path, repo_root: Path, name, content, expected) -> None:
+    """Empty, blank, header-only, binary, non-UTF-8, compressed and broken files: one line naming the file."""
+    path = tmp_path / name
+    path.write_bytes(content(tmp_path / ("source" + Path(name.removesuffix(".gz")).suffix)))
+    with pytest.raises(OutcomeTableError, match=expected) as raised:
+        _run(_cfg(fake_ref, path), tmp_path, repo_root)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_bad_flag_keeps_its_quotes_and_lists_every_spelling(fake_ref, tmp_path: Path, repo_root: Path) -> None:
+    """The CLI's one line (stages/errors.py) keeps the closing quote of "got '2'" and names what is accepted."""
+    from jouleroute.stages.errors import expected_error
+
+    rows = [dict(r) for r in GOOD_ROWS]
+    rows[2]["correct"] = 2
+    with pytest.raises(OutcomeTableError) as raised:
+        _run(_cfg(fake_ref, _write(rows, tmp_path / "t.csv")), tmp_path, repo_root)
+    line = expected_error(raised.value, None)
+    assert line.endswith("field 'correct': expected 1/0, 1.0/0.0, true/false or yes/no (any case; JSON and parquet "
+                         "booleans too), got '2'"), line
+    rows[2]["correct"], rows[3]["correct"] = "YES", "0.0"  # accepted spellings, as listed
+    _, profile = _run(_cfg(fake_ref, _write(rows, tmp_path / "t.csv")), tmp_path, repo_root)
+    correct = profile.set_index(["query_id", "candidate_id"])["correct"]
+    assert (correct[("q2", "small")], correct[("q2", "big")]) == (1, 0)
+
+
+def test_jouleroute_import_of_an_empty_file_prints_one_line(tmp_path: Path, repo_root: Path) -> None:
+    """What the user ran: `jouleroute import` on an empty file (it was a 36-line pandas traceback)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    (tmp_path / "empty.csv").write_bytes(b"")
+    params = {"profile_source": "import_outcomes", "tracking": {"enabled": False},
+              "paths": {"queries": str(tmp_path / "q.parquet"), "profile": str(tmp_path / "p.parquet")},
+              "import_outcomes": {"input_file": str(tmp_path / "empty.csv"), "source_name": "mine"}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
+    done = subprocess.run([sys.executable, "-m", "jouleroute", "--params", str(tmp_path / "p.yaml"), "import"],
+                          cwd=repo_root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1:] == [
+        f"jouleroute import: data error: {tmp_path / 'empty.csv'}: the file is empty (0 bytes); expected a header "
+        "line and one row per (query, candidate) (docs/replay.md)"], done.stderr
