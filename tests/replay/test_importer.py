@@ -205,8 +205,9 @@ def test_a_bad_flag_keeps_its_quotes_and_lists_every_spelling(fake_ref, tmp_path
     with pytest.raises(OutcomeTableError) as raised:
         _run(_cfg(fake_ref, _write(rows, tmp_path / "t.csv")), tmp_path, repo_root)
     line = expected_error(raised.value, None)
-    assert line.endswith("field 'correct': expected 1/0, 1.0/0.0, true/false or yes/no (any case; JSON and parquet "
-                         "booleans too), got '2'"), line
+    assert line.endswith("field 'correct': expected a number in [0, 1] (an expected correctness: 1/0, 1.0/0.0 or a "
+                         "fraction such as 0.3), true/false or yes/no (any case; JSON and parquet booleans too), "
+                         "got '2'"), line
     rows[2]["correct"], rows[3]["correct"] = "YES", "0.0"  # accepted spellings, as listed
     _, profile = _run(_cfg(fake_ref, _write(rows, tmp_path / "t.csv")), tmp_path, repo_root)
     correct = profile.set_index(["query_id", "candidate_id"])["correct"]
