@@ -68,9 +68,11 @@ run: setup
 	@$(BIN)/jouleroute where
 
 # The replay study (README "Replay study"): RouterBench outcomes, modelled energy.
+# STUDY=zeroeval-math or STUDY=cruxeval: the public-pool studies (docs/replay.md "Public pools"), same stages.
+STUDY ?= replay
 study: setup
-	$(BIN)/jouleroute --params studies/replay/params.yaml repro studies/replay/dvc.yaml
-	@$(BIN)/jouleroute --params studies/replay/params.yaml where
+	$(BIN)/jouleroute --params studies/$(STUDY)/params.yaml repro studies/$(STUDY)/dvc.yaml
+	@$(BIN)/jouleroute --params studies/$(STUDY)/params.yaml where
 
 # The held-out-task studies (docs/replay.md "Held-out tasks"): the replay study trained and selected on
 # two RouterBench tasks and tested on the third, once per task. Presets: scripts/heldout_studies.py.

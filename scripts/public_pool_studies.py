@@ -123,7 +123,7 @@ def render(name: str) -> dict[Path, str]:
              "      - jouleroute/benchmarks/grading.py\n"
              f"      - data/external/outcomes/{spec['pool']}\n"
              "      - data/outcomes/tokenizers/smollm2-135m-instruct\n      - data/external/energy/mlenergy-v2\n"
-             f"    params:\n      - studies/{name}/params.yaml:\n          - public_pool\n"
+             f"    params:\n      - studies/{name}/params.yaml:\n          - public_pool\n          - energy_policy.allow_mixed_sources\n"
              "    outs:\n      - ${paths.queries}\n      - ${paths.profile}\n"
              f"      - artifacts/{name}/profile.provenance.parquet\n      - artifacts/{name}/outcomes.parquet\n"
              "      - ${paths.profile_meta}\n")

@@ -76,7 +76,7 @@ def render(folder: str, table: str | None, root: Path = REPO) -> dict[str, str]:
       - jouleroute/stages/replay.py
       - jouleroute/tournament/summary.py
       - data/outcomes/tokenizers/smollm2-135m-instruct   # counts tokens a row does not give (energy.tokenizer_file)
-      - data/energy/mlenergy-v2                          # models rows without energy_j (energy.reference_dir)
+      - data/external/energy/mlenergy-v2                          # models rows without energy_j (energy.reference_dir)
     params:
       - {folder}/params.yaml:
           - import_outcomes

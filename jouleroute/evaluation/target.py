@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import dataclasses
 import numpy as np
 
 from jouleroute.evaluation.frontier import Point, cheapest_and_best
-from jouleroute.evaluation.outcomes import ProfileMatrix, RouterRun, router_outcome, single_outcomes
+from jouleroute.evaluation.outcomes import NO_SOURCE, ProfileMatrix, RouterRun, router_outcome, single_outcomes
 from jouleroute.routing.scores import Scores
 from jouleroute.routing.target import RouterTarget, choose_lambda
 
@@ -23,7 +24,11 @@ def val_sweep(m: ProfileMatrix, scores: Scores, lambdas: Sequence[float]) -> dic
     _, best = cheapest_and_best(singles)
     accuracy, joules = [], []
     for lam in lambdas:
-        o = router_outcome(m, RouterRun(f"val:{lam:g}", "val", float(lam), scores.decide(lam)))
+        # the target compares the models' energy only: the router's own overhead (measured on this machine, and
+        # possibly unmeasurable on a val pass, NaN) is left out, as the docs say
+        decided = dataclasses.replace(scores.decide(lam), overhead_energy_j=[], overhead_latency_s=[],
+                                      overhead_energy_source=NO_SOURCE)
+        o = router_outcome(m, RouterRun(f"val:{lam:g}", "val", float(lam), decided))
         accuracy.append(float(np.mean(o.correct)))
         joules.append(float(np.mean(o.energy_j)))
     return {"lam": [float(x) for x in lambdas], "accuracy": accuracy, "j_per_query": joules,

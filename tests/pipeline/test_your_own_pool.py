@@ -19,8 +19,8 @@ from tests.pipeline.conftest import BIN, make_repo, run, tiny_params
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-ITEMS = ("dvc.yaml", "jouleroute", "data/benchmarks", "data/outcomes/tokenizers/smollm2-135m-instruct",
-         "data/energy/mlenergy-v2")
+ITEMS = ("dvc.yaml", "jouleroute", "data/external/benchmarks", "data/manifest.yaml", "data/outcomes/tokenizers/smollm2-135m-instruct",
+         "data/external/energy/mlenergy-v2")
 
 
 def outcome_table(n: int = 24) -> pd.DataFrame:

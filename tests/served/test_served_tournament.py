@@ -24,7 +24,7 @@ def served_params(pool: dict, exporters: dict[str, str]) -> dict:
 
     params = tiny_params(Path("unused"))
     params["prepare"]["samples"] = {t: 1 for t in params["prepare"]["samples"]}
-    params["paths"]["data_dir"] = str(REPO / "data/benchmarks")
+    params["paths"]["data_dir"] = str(REPO / "data/external/benchmarks")
     params["models"] = {n: {"source": "served", "served_name": f"tiny-{n}"} for n in ("a", "b")}
     params["backend"] = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "concurrency": 2, "max_retries": 0}
     params["energy"] = {"meter": "estimate", "idle_seconds": 1.0}
@@ -45,7 +45,8 @@ def make_root(tmp_path: Path, params: dict) -> Path:
     from jouleroute.stages.context import StageContext
 
     (tmp_path / "data").mkdir()
-    (tmp_path / "data/energy").symlink_to(REPO / "data/energy")  # the ML.ENERGY references, where replay reads them
+    (tmp_path / "data/external").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "data/external/energy").symlink_to(REPO / "data/external/energy")  # ML.ENERGY, in the data root
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     STAGES["prepare"].run(StageContext.load(tmp_path / "params.yaml", tmp_path))
     return tmp_path
