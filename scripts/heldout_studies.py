@@ -67,25 +67,30 @@ def render(task: str) -> dict[Path, str]:
     return {ROOT / "studies" / name / "params.yaml": params, ROOT / "studies" / name / "dvc.yaml": dvc}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def sync_presets(files: dict[Path, str], script: str, argv: list[str] | None = None) -> int:
+    """Write the presets' files, or with ``--check`` only report those that differ (exit 1); the one loop of
+    both preset generators (this script and scripts/public_pool_studies.py)."""
+    parser = argparse.ArgumentParser(description=f"Write or check the study presets of {script}")
     parser.add_argument("--check", action="store_true", help="only report presets that differ from what would be written")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     stale = []
-    for task in TASKS:
-        for path, text in render(task).items():
-            if path.exists() and path.read_text() == text:
-                continue
-            if args.check:
-                stale.append(str(path.relative_to(ROOT)))
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
-                print(f"wrote {path.relative_to(ROOT)}")
+    for path, text in files.items():
+        if path.exists() and path.read_text() == text:
+            continue
+        if args.check:
+            stale.append(str(path.relative_to(ROOT)))
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"wrote {path.relative_to(ROOT)}")
     if stale:
-        print(f"stale study presets {stale}: run .venv/bin/python scripts/heldout_studies.py", file=sys.stderr)
+        print(f"stale study presets {stale}: run .venv/bin/python {script}", file=sys.stderr)
         return 1
     return 0
+
+
+def main() -> int:
+    return sync_presets({p: t for task in TASKS for p, t in render(task).items()}, "scripts/heldout_studies.py")
 
 
 if __name__ == "__main__":

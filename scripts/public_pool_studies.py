@@ -12,7 +12,6 @@ mapped models become candidates is decided on train by the pool rule. Rerun afte
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -136,24 +135,10 @@ def render(name: str) -> dict[Path, str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only report presets that differ from what would be written")
-    args = parser.parse_args()
-    stale = []
-    for name in STUDIES:
-        for path, text in render(name).items():
-            if path.exists() and path.read_text() == text:
-                continue
-            if args.check:
-                stale.append(str(path.relative_to(ROOT)))
-                continue
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            print(f"wrote {path.relative_to(ROOT)}")
-    if stale:
-        print(f"stale presets: {', '.join(stale)}; run scripts/public_pool_studies.py", file=sys.stderr)
-        return 1
-    return 0
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from heldout_studies import sync_presets  # the same write-or-check loop
+
+    return sync_presets({p: t for name in STUDIES for p, t in render(name).items()}, "scripts/public_pool_studies.py")
 
 
 if __name__ == "__main__":
