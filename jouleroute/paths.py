@@ -48,9 +48,9 @@ def relative_to(path: Path, root: Path) -> str:
 
 # Where a params file that is no pipeline's own (a copy of params.yaml) may write: every output key is moved under a
 # namespace of its name, so a copy never overwrites what a dvc.yaml tracks. Inputs and the content-keyed caches
-# stay shared: the benchmark data, the converted models (a copy that converts models needs paths.models_dir of its
+# stay shared: the external data root and its manifest, the benchmark data, the converted models (a copy that converts models needs paths.models_dir of its
 # own, refused otherwise), the embedding and trunk-feature caches.
-SHARED_PATHS = ("data_dir", "models_dir", "embedding_cache", "trunk_cache")
+SHARED_PATHS = ("data_root", "data_manifest", "data_dir", "models_dir", "embedding_cache", "trunk_cache")
 
 
 def namespace_of(params_path: Path) -> str:

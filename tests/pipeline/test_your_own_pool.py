@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from jouleroute.paths import SHARED_PATHS
 from jouleroute.stages.table import read
 from tests.pipeline.conftest import BIN, make_repo, run, tiny_params
 
@@ -54,7 +55,7 @@ def test_the_recipe_from_an_outcome_table_to_its_own_pipeline(tmp_path, tiny_mod
     params = yaml.safe_load(params_file.read_text())
     assert params["profile_source"] == "import_outcomes" and params["import_outcomes"]["input_file"] == "data/mine.csv"
     assert all(v.startswith(("artifacts/mine/", "mlruns/mine/", "pools/mine/")) for k, v in params["paths"].items()
-               if k not in ("data_dir", "models_dir", "embedding_cache")), params["paths"]
+               if k not in SHARED_PATHS), params["paths"]
     # the recipe's one edit here: the router's base model (the tiny one) and small, single-thread training
     params["models"] = yaml.safe_load((root / "params.yaml").read_text())["models"]
     params["sft"] |= {"base_model": "tiny", "epochs": 1, "threads": 1, "router_layers": None}
