@@ -152,3 +152,22 @@ def test_a_study_runs_the_main_pipelines_stages_as_they_are(study):
         assert sorted(table.path_names(mine.deps)) == sorted(table.path_names(theirs.deps)), name
         assert sorted(mine.params) == sorted(theirs.params), name
         assert mine.cmd == f"jouleroute --params {params_file} {name}", mine.cmd
+
+
+def test_router_families_are_listed_in_one_table():
+    """No module names two router families side by side (a tuple, list, set or Literal of their names):
+    every reader asks ``jouleroute.routing.families``, where each family registered itself."""
+    from jouleroute.routing.families import router_families
+
+    names = set(router_families())
+    own = {REPO / "jouleroute/routing/families.py"}
+    found = []
+    for path in [*sorted(LIB.rglob("*.py")), *sorted((REPO / "scripts").rglob("*.py"))]:
+        if path in own:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else []
+            listed = {e.value for e in items if isinstance(e, ast.Constant) and e.value in names}
+            if len(listed) >= 2:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: {sorted(listed)}")
+    assert not found, "router families listed outside jouleroute/routing/families.py:\n" + "\n".join(found)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from jouleroute.routing.families import learned_families
 from jouleroute.strict import StrictModel
 
 AUTO_MODEL = "jouleroute-auto"
@@ -21,11 +22,12 @@ class GatewayRouterConfig(StrictModel):
     """Which router answers ``model: jouleroute-auto``.
 
     ``lm``: the trained LM router checkpoint (default ``paths.grpo_dir/model``).
-    ``knn`` / ``mlp`` / ``mf``: a baseline fitted at start-up on the profile's train split
-    (``baselines`` section). ``always``: one fixed candidate (a routing-free deployment).
+    ``knn`` / ``mlp`` / ``mf`` (any learned family of ``jouleroute.routing.families``): a baseline fitted at
+    start-up on the profile's train split (``baselines`` section). ``always``: one fixed candidate (a
+    routing-free deployment).
     """
 
-    kind: Literal["lm", "knn", "mlp", "mf", "always"] = "lm"
+    kind: str = "lm"
     path: str | None = None  # lm: checkpoint folder; relative paths are from the repo root
     candidate: str | None = None  # always: the candidate
     lam: float | None = Field(default=None, ge=0)  # default energy weight; None: router.lam / baselines.lam
@@ -39,6 +41,14 @@ class GatewayRouterConfig(StrictModel):
     # lm: the router's arithmetic when serving (router.precision's choices). native: bf16 where the hardware
     # multiplies it natively (~3x faster on an AMX CPU; agreement with fp32 on val: docs/router-training.md)
     precision: Literal["auto", "fp32", "bf16", "native"] = "native"
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        kinds = ("lm", *learned_families(), "always")
+        if kind not in kinds:
+            raise ValueError(f"unknown router kind '{kind}'; valid: {', '.join(kinds)}")
+        return kind
 
     @model_validator(mode="after")
     def _always_needs_candidate(self) -> "GatewayRouterConfig":

@@ -1,7 +1,7 @@
-"""Baseline routers by name: the table, and one function that builds (and trains) any of them.
+"""Baseline routers by name: one function that builds (and trains) any registered family.
 
-Names are the families of ``BaselinesConfig.families``; ``always`` takes its
-candidate after a colon (``always:<candidate_id>``), and ``baseline_names``
+Names are the families of ``BaselinesConfig.families``, registered in ``jouleroute.routing.families``;
+``always`` takes its candidate after a colon (``always:<candidate_id>``), and ``baseline_names``
 expands a family list into the concrete router names for a pool.
 """
 
@@ -17,22 +17,11 @@ from jouleroute.energy.config import EnergyPolicy
 from jouleroute.routing.base import Router
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.routing.baselines.embeddings import Embedder, build_embedder
-from jouleroute.routing.baselines.knn import KNNRouter
 from jouleroute.routing.baselines.learned import LearnedRouter
-from jouleroute.routing.baselines.mf import MFRouter
-from jouleroute.routing.baselines.mlp import MLPRouter
 from jouleroute.routing.baselines.simple import AlwaysRouter, OracleRouter, RandomRouter
+from jouleroute.routing.families import get_family, router_families
 
 log = logging.getLogger(__name__)
-
-ROUTER_FAMILIES: dict[str, type[Router]] = {
-    "always": AlwaysRouter,
-    "random": RandomRouter,
-    "oracle": OracleRouter,
-    "knn": KNNRouter,
-    "mlp": MLPRouter,
-    "mf": MFRouter,
-}
 
 
 def baseline_names(families: Sequence[str], candidates: Sequence[str]) -> list[str]:
@@ -47,10 +36,11 @@ def _learned(
     family: str, candidates: Sequence[str], cfg: BaselinesConfig, embedder: Embedder, meter: Meter | None,
     energy_norm: str,
 ) -> LearnedRouter:
-    own = getattr(cfg, family).model_dump()  # the family's section: knn, mlp or mf
+    section = cfg.section(family)  # the family's own params: baselines.<family>
+    own = section.model_dump() if section is not None else {}
     common = dict(lam=cfg.lam, energy_norm=energy_norm, meter=meter, seed=cfg.seed,
                   strip_scaffold=cfg.strip_scaffold)
-    return ROUTER_FAMILIES[family](candidates, embedder, overhead_sample=cfg.overhead_sample, **own, **common)
+    return get_family(family).router(candidates, embedder, overhead_sample=cfg.overhead_sample, **own, **common)
 
 
 def build_router(
@@ -72,7 +62,7 @@ def build_router(
     - ``random``: random at ``mix`` (candidate -> share; pass the learned router's
       mix, see ``simple.mix_of``); without one, a uniform mix over the pool.
     - ``oracle``: needs ``eval_profile``, the profile rows of the queries it will route.
-    - ``knn`` / ``mlp`` / ``mf``: fit on the ``cfg.train_split`` rows of ``profile_train``
+    - a learned family (``knn``, ``mlp``, ``mf``, any registered one): fit on the ``cfg.train_split`` rows of ``profile_train``
       with questions from ``queries_train``. ``embedder`` overrides ``cfg.embedding``
       (tests inject a fast one); ``meter`` measures their routing overhead.
 
@@ -80,8 +70,8 @@ def build_router(
     the norm that scales the learned ones' predicted joules.
     """
     family, _, argument = name.partition(":")
-    if family not in ROUTER_FAMILIES:
-        valid = ", ".join(ROUTER_FAMILIES)
+    if family not in router_families():
+        valid = ", ".join(router_families())
         raise ValueError(f"unknown router '{name}'; valid: {valid} (always as always:<candidate_id>)")
     if family == "always":
         if not argument:
@@ -101,5 +91,7 @@ def build_router(
         if eval_profile is None:
             raise ValueError("the oracle needs eval_profile: the profile rows of the queries it will route")
         return OracleRouter(eval_profile, candidates, energy_column=energy.column)
+    if not get_family(family).learned:
+        raise ValueError(f"router family '{family}' is registered as not learned but has no builder here")
     router = _learned(family, candidates, cfg, embedder or build_embedder(cfg.embedding), meter, energy.norm)
     return router.fit(profile_train, queries_train, energy_column=energy.column, split=cfg.train_split)

@@ -21,6 +21,7 @@ from jouleroute.evaluation.mlflow_log import flatten
 from jouleroute.evaluation.overhead import cache_key, stable_overhead
 from jouleroute.evaluation.selection import read_val_rows, val_queries
 from jouleroute.routing.blend import blend_scores
+from jouleroute.routing.families import learned_families
 from jouleroute.routing.registry import build_router
 from jouleroute.routing.scores import Scores
 from jouleroute.routing.baselines.simple import mix_of
@@ -32,7 +33,6 @@ logger = logging.getLogger(__name__)
 # Inputs of dvc.yaml the stage can do without (the CLI checks the others first): without a trained LM
 # router, evaluate scores the baselines alone; without val rows, no champion is chosen.
 OPTIONAL_INPUTS = ("grpo_dir", "sft_dir", "router_data_dir")
-LEARNED_FAMILIES = ("knn", "mlp", "mf")
 LM_ALONE = "lm_alone"  # the LM router without kNN evidence, reported when val chose to add some
 
 
@@ -62,7 +62,7 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
         lm_scores = stable_overhead(lm_scores, _lm_overhead_key(ctx, lm_router, meter), overhead_cache(ctx))
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
         update={"cache_dir": str(ctx.path("embedding_cache"))})})
-    learned = [family for family in LEARNED_FAMILIES if family in baselines.families]
+    learned = [family for family in learned_families() if family in baselines.families]
     tick = ctx.progress(len(learned), "baselines (embed, fit, route)") if learned else None
     fitted, test_scores = {}, {}
     for family in learned:
