@@ -253,13 +253,13 @@ def champion_name(experiment: str) -> str:
 
 
 def register_champion(uri: str | None, experiment: str, run_id: str, pointer: dict[str, Any],
-                      tags: dict[str, Any]) -> str | None:
+                      tags: dict[str, Any], artifact_dir: Path | None = None) -> str | None:
     """A new version of the champion model, pointing at the chosen router, and the alias ``champion`` on it.
 
-    ``pointer`` says how to load it (``family``; an LM router's ``model_dir`` relative to the repository;
-    a baseline is refitted from the profile's train split with the params' ``baselines`` section, as the
-    evaluate stage fitted it) and is logged as ``champion/pointer.json`` in ``run_id``; ``tags`` (the val
-    figures) go on the version. Returns the version number.
+    ``pointer`` says what it is (``family``, ``checkpoint``, the deployed ``lam``; an LM router's ``model_dir``
+    relative to the repository) and is logged as ``champion/pointer.json`` in ``run_id``, beside the champion
+    artifact ``artifact_dir`` (the evaluate stage's ``evaluate_dir/champion``: the router as fitted);
+    ``tags`` (the val figures) go on the version. Returns the version number.
     """
     if not uri:
         return None
@@ -269,6 +269,8 @@ def register_champion(uri: str | None, experiment: str, run_id: str, pointer: di
     client = MlflowClient(tracking_uri=uri)
     name = champion_name(experiment)
     client.log_dict(run_id, pointer, "champion/pointer.json")
+    if artifact_dir is not None:
+        client.log_artifacts(run_id, str(artifact_dir), "champion")
     try:
         client.create_registered_model(name, description="the router chosen on val (best mean val utility over "
                                                          "the trained λ grid, any family); alias 'champion'")

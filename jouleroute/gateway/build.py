@@ -1,10 +1,12 @@
 """Build a gateway from params: the router, the upstreams and the keys its config names.
 
 With an empty ``gateway`` section this is the embedded default of ``jouleroute serve``: the
-pool's candidates generated in-process (one loaded model per pool model) behind the router the
-evaluate stage chose on val and registered in MLflow under the alias ``champion`` (any family;
-the trained LM router of ``paths.grpo_dir/model`` when the store has no champion), energy metered
-with the ``energy`` section's meter. A ``gateway.router`` in the config always wins.
+pool's candidates generated in-process (one loaded model per pool model) behind the champion, the
+router the evaluate stage chose on val and saved as fitted, with its λ, in this workspace's
+``evaluate_dir/champion`` (routing/champion.py: any family, loaded, never refitted; checked against the
+MLflow registry's alias ``champion`` when the store has one). Without a champion it is the trained LM
+router of ``paths.grpo_dir/model`` at ``router.lam``. Energy is metered with the ``energy`` section's
+meter. A ``gateway.router`` in the config always wins.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from jouleroute.gateway.remote import RemoteUpstream
 from jouleroute.gateway.upstreams import InProcessUpstream, Upstream
 from jouleroute.paths import PathsConfig
 from jouleroute.pool import CandidateSpec, ModelSpec
-from jouleroute.provenance import stable_hash
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.routing.lm.config import RouterConfig
 
@@ -48,6 +49,7 @@ class Params(Protocol):
     typed params file sits above every package, so the gateway names what it needs instead of importing it."""
 
     paths: PathsConfig
+    profile_source: str  # tournament: the pool's order of candidates; otherwise the profile's, sorted
     pool: Sequence[CandidateSpec]
     models: dict[str, ModelSpec]
     backend: BackendConfig
@@ -70,73 +72,111 @@ def check_exposure(cfg: GatewayConfig, keys: KeyStore) -> None:
                          f"${cfg.auth.keys_env}); set keys, bind to 127.0.0.1, or set gateway.auth.allow_anonymous")
 
 
-def champion_router(p: Params, root: Path) -> GatewayRouterConfig | None:
-    """The router registered under the alias ``champion`` (the evaluate stage's choice on val), as the
-    router config that builds it; ``None`` when tracking is off or the store holds no champion."""
+def champion_dir(p: Params, root: Path) -> Path:
+    return p.paths.resolve("evaluate_dir", root) / "champion"
+
+
+def check_registry(p: Params, root: Path, record: dict) -> None:
+    """Warn when the registry's alias ``champion`` names another evaluate run than this workspace's champion
+    (after ``exp apply`` or ``git checkout`` + ``dvc checkout`` the workspace's is the one served)."""
     from jouleroute.tracking import champion, tracking_uri
 
     if not p.tracking.enabled:
-        return None
+        return
     found = champion(tracking_uri(p.paths.resolve("mlflow_db", root)), p.tracking.experiment)
-    if found is None:
+    if found is None or not record.get("evaluate_run_id"):
+        return
+    if found.get("evaluate_run_id") != record["evaluate_run_id"]:
+        logger.warning("the registry's champion (%s version %s, evaluate run %s) is not this workspace's (evaluate "
+                       "run %s): serving the workspace's, the evaluate output checked out here", found["name"],
+                       found["version"], found.get("evaluate_run_id"), record["evaluate_run_id"])
+    else:
+        logger.info("the workspace's champion is the registry's %s version %s", found["name"], found["version"])
+
+
+def champion_router(p: Params, root: Path, meter: Meter) -> GatewayRouter | None:
+    """The champion saved by the evaluate stage in this workspace, loaded as fitted and served at the λ it
+    was evaluated at; ``None`` when the workspace has none."""
+    from jouleroute.routing.champion import read_champion
+
+    folder = champion_dir(p, root)
+    record = read_champion(folder)
+    if record is None:
         return None
-    family = found["family"]
-    if family != "lm" and found.get("baselines_hash") != stable_hash(
-            {"baselines": p.baselines.model_dump(mode="json", by_alias=True)}):
-        logger.warning("the champion %s was chosen with other `baselines` params than these; it is refitted with "
-                       "these (rerun `make run` to choose again)", family)
-    logger.info("serving the champion: %s (%s version %s, mean val utility %s, margin over %s: %s)",
-                family if family != "lm" else f"lm/{found.get('checkpoint')}", found["name"], found["version"],
-                found.get("val_utility"), found.get("runner_up"), found.get("margin"))
-    if family != "lm":
-        return GatewayRouterConfig(kind=family)
-    return GatewayRouterConfig(kind=family, path=found.get("model_dir") or None,
-                               knn_weight=float(found.get("knn_weight") or 0.0),
-                               knn_energy=found.get("knn_energy") or "first")
+    check_registry(p, root, record)
+    lam, family = float(record["lam"]), record["family"]
+    if lam != p.router.lam:
+        logger.warning("the champion was evaluated at λ=%g and is served there; params say router.lam=%g (rerun "
+                       "`dvc repro evaluate` to deploy that)", lam, p.router.lam)
+    logger.info("serving the champion: %s at λ=%g (mean val utility %s; %s)", record["name"], lam,
+                record.get("val_utility"), folder)
+    if family == "lm":
+        evidence = record.get("knn_evidence") or {}
+        rc = GatewayRouterConfig(path=record["model_dir"], knn_weight=float(evidence.get("weight", 0.0)),
+                                 knn_energy=evidence.get("energy", "first"))
+        return lm_router(p, rc, root, meter, lam, lambda: _saved(folder, "knn", record, meter))
+    return ScoringGatewayRouter(_saved(folder, "router", record, meter), tuple(record["lambda_range"]), lam)
+
+
+def _saved(folder: Path, key: str, record: dict, meter: Meter):
+    from jouleroute.routing.baselines.config import EmbeddingConfig
+    from jouleroute.routing.baselines.embeddings import build_embedder
+    from jouleroute.routing.champion import load_fitted
+
+    return load_fitted(folder, key, build_embedder(EmbeddingConfig.model_validate(record["embedding"])), meter)
+
+
+def lm_router(p: Params, rc: GatewayRouterConfig, root: Path, meter: Meter, lam: float, knn) -> GatewayRouter:
+    """The LM router of ``rc.path`` (default ``grpo_dir/model``), blended with ``knn()``'s evidence when
+    ``rc`` says so."""
+    from jouleroute.routing.lm.router import LMRouter
+
+    path = Path(rc.path) if rc.path else p.paths.resolve("grpo_dir", root) / "model"
+    path = path if path.is_absolute() else root / path
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"gateway.router: no trained LM router at {path}; run `make run` (or `dvc repro "
+                                "grpo`) first, or set gateway.router.path / gateway.router.kind")
+    lm = LMRouter(path, meter=meter, cfg=p.router.model_copy(update={"precision": rc.precision}))
+    if rc.knn_weight == 0 and rc.knn_energy == "first":
+        return lm_gateway_router(lm, lam)
+    from jouleroute.routing.blend import BlendRouter
+
+    blend = BlendRouter(lm, knn(), rc.knn_weight, rc.knn_energy, name=f"lm:{path.parent.name}+knn")
+    logger.info("the LM router blends kNN's evidence: weight %g, energy from %s", rc.knn_weight, rc.knn_energy)
+    return ScoringGatewayRouter(blend, lm.spec.lambda_range, lam, batch_size=p.router.batch_size)
 
 
 def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> GatewayRouter:
     rc = cfg.router
     if "router" not in cfg.model_fields_set:  # no router configured: the champion, when there is one
-        rc = champion_router(p, root) or rc
+        served = champion_router(p, root, meter)
+        if served is not None:
+            return served
     low, high = min(p.router_data.lambdas), max(p.router_data.lambdas)
+    lam = p.router.lam
     if rc.kind == "lm":
-        from jouleroute.routing.lm.router import LMRouter
-
-        path = Path(rc.path) if rc.path else p.paths.resolve("grpo_dir", root) / "model"
-        path = path if path.is_absolute() else root / path
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"gateway.router: no trained LM router at {path}; run `make run` (or `dvc repro "
-                                    "grpo`) first, or set gateway.router.path / gateway.router.kind")
-        lm = LMRouter(path, meter=meter, cfg=p.router.model_copy(update={"precision": rc.precision}))
-        if rc.knn_weight == 0 and rc.knn_energy == "first":
-            return lm_gateway_router(lm, rc.lam)
-        from jouleroute.routing.blend import BlendRouter
-
-        blend = BlendRouter(lm, fitted_baseline(p, "knn", root, meter), rc.knn_weight, rc.knn_energy,
-                            name=f"lm:{path.parent.name}+knn")
-        logger.info("the LM router blends kNN's evidence: weight %g, energy from %s", rc.knn_weight, rc.knn_energy)
-        return ScoringGatewayRouter(blend, lm.spec.lambda_range, rc.lam, batch_size=p.router.batch_size)
+        return lm_router(p, rc, root, meter, lam, lambda: fitted_baseline(p, "knn", root, meter))
     if rc.kind == "always":
         from jouleroute.routing.baselines.simple import AlwaysRouter
 
         return ScoringGatewayRouter(AlwaysRouter(rc.candidate, p.candidate_ids), (low, high), low)
-    return ScoringGatewayRouter(fitted_baseline(p, rc.kind, root, meter), (low, high), rc.lam)
+    return ScoringGatewayRouter(fitted_baseline(p, rc.kind, root, meter), (low, high), lam)
 
 
 def fitted_baseline(p: Params, kind: str, root: Path, meter: Meter):
-    """A learned baseline fitted at start-up on the profile, as the evaluate stage fits it."""
+    """A learned baseline named in ``gateway.router`` (not the champion, which is loaded as evaluate fitted
+    it): fitted at start-up on the profile, on the same train sample and candidate order as evaluate's."""
     import pandas as pd
 
-    from jouleroute.routing.registry import build_router as build_baseline
+    from jouleroute.routing.registry import build_router as build_baseline, candidate_order, sample_train
 
     profile = pd.read_parquet(p.paths.resolve("profile", root))
     queries = pd.read_parquet(p.paths.resolve("queries", root))
-    candidates = [c for c in p.candidate_ids if c in set(profile["candidate_id"])] or sorted(
-        profile["candidate_id"].unique())
+    candidates = candidate_order(profile, p.candidate_ids, p.profile_source)  # as evaluate orders them
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
         update={"cache_dir": None})})  # routed queries are new every time: a cache only grows
-    return build_baseline(kind, profile, queries, candidates, baselines, meter=meter, energy=p.energy_policy)
+    return build_baseline(kind, sample_train(profile, baselines), queries, candidates,
+                          baselines, meter=meter, energy=p.energy_policy, lam=p.router.lam)
 
 
 def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, lock: threading.Lock,

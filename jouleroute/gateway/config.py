@@ -30,7 +30,6 @@ class GatewayRouterConfig(StrictModel):
     kind: str = "lm"
     path: str | None = None  # lm: checkpoint folder; relative paths are from the repo root
     candidate: str | None = None  # always: the candidate
-    lam: float | None = Field(default=None, ge=0)  # default energy weight; None: router.lam / baselines.lam
     # concurrent queries decided in one router pass; None: the router's own (LM: router.batch_size)
     batch_size: int | None = Field(default=None, ge=1)
     batch_wait_s: float = Field(default=0.002, ge=0)  # how long a pass waits for company

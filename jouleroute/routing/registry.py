@@ -34,13 +34,31 @@ def baseline_names(families: Sequence[str], candidates: Sequence[str]) -> list[s
 
 def _learned(
     family: str, candidates: Sequence[str], cfg: BaselinesConfig, embedder: Embedder, meter: Meter | None,
-    energy_norm: str,
+    energy_norm: str, lam: float,
 ) -> LearnedRouter:
     section = cfg.section(family)  # the family's own params: baselines.<family>
     own = section.model_dump() if section is not None else {}
-    common = dict(lam=cfg.lam, energy_norm=energy_norm, meter=meter, seed=cfg.seed,
+    common = dict(lam=lam, energy_norm=energy_norm, meter=meter, seed=cfg.seed,
                   strip_scaffold=cfg.strip_scaffold)
     return get_family(family).router(candidates, embedder, overhead_sample=cfg.overhead_sample, **own, **common)
+
+
+def candidate_order(profile: pd.DataFrame, pool_ids: Sequence[str], profile_source: str) -> list[str]:
+    """The profile's candidates in the order every router is built with: the pool's for a tournament profile,
+    sorted otherwise (a replayed or imported profile has no pool order)."""
+    present = set(profile["candidate_id"])
+    order = pool_ids if profile_source == "tournament" else sorted(present)
+    return [c for c in order if c in present]
+
+
+def sample_train(profile: pd.DataFrame, cfg: BaselinesConfig) -> pd.DataFrame:
+    """The profile with at most ``cfg.max_train_queries`` queries of ``cfg.train_split`` (seeded sample)."""
+    split, limit = cfg.train_split, cfg.max_train_queries
+    ids = pd.Series(sorted(profile.loc[profile["split"] == split, "query_id"].unique()))
+    if limit is None or len(ids) <= limit:
+        return profile
+    keep = set(ids.sample(n=limit, random_state=cfg.seed))
+    return profile[(profile["split"] != split) | profile["query_id"].isin(keep)]
 
 
 def build_router(
@@ -55,6 +73,7 @@ def build_router(
     eval_profile: pd.DataFrame | None = None,
     embedder: Embedder | None = None,
     energy: EnergyPolicy = EnergyPolicy(),
+    lam: float = 0.5,
 ) -> Router:
     """Build the baseline called ``name`` for the pool ``candidates``; learned ones are trained here.
 
@@ -67,7 +86,8 @@ def build_router(
       (tests inject a fast one); ``meter`` measures their routing overhead.
 
     ``energy`` (params ``energy_policy``): the profile column the learned ones and the oracle read, and
-    the norm that scales the learned ones' predicted joules.
+    the norm that scales the learned ones' predicted joules. ``lam``: the λ of ``route`` when it is given
+    none (the deployed one, params ``router.lam``; evaluation decides at every λ of its sweep).
     """
     family, _, argument = name.partition(":")
     if family not in router_families():
@@ -93,5 +113,5 @@ def build_router(
         return OracleRouter(eval_profile, candidates, energy_column=energy.column)
     if not get_family(family).learned:
         raise ValueError(f"router family '{family}' is registered as not learned but has no builder here")
-    router = _learned(family, candidates, cfg, embedder or build_embedder(cfg.embedding), meter, energy.norm)
+    router = _learned(family, candidates, cfg, embedder or build_embedder(cfg.embedding), meter, energy.norm, lam)
     return router.fit(profile_train, queries_train, energy_column=energy.column, split=cfg.train_split)

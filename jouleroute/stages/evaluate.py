@@ -3,7 +3,8 @@
 On the test split: every single candidate, random, oracle, kNN/MLP/MF baselines and the LM
 router over the lambda sweep; AIQ, APGR, savings captured, phase transition, the LM router's
 paired-bootstrap CI against each baseline, plots, MLflow. On val only: the router to deploy
-(family and checkpoint), registered in MLflow under the alias `champion`.
+(family and checkpoint), saved as fitted with the deployed λ (`router.lam`) in `evaluate_dir/champion/`
+(what `jouleroute serve` loads) and registered in MLflow under the alias `champion`.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from jouleroute.evaluation.mlflow_log import flatten
 from jouleroute.evaluation.overhead import cache_key, stable_overhead
 from jouleroute.evaluation.selection import read_val_rows, val_queries
 from jouleroute.routing.blend import blend_scores
+from jouleroute.routing.champion import clear_champion, save_champion
 from jouleroute.routing.families import learned_families
-from jouleroute.routing.registry import build_router
+from jouleroute.routing.registry import build_router, candidate_order, sample_train
 from jouleroute.routing.scores import Scores
 from jouleroute.routing.baselines.simple import mix_of
 from jouleroute.stages.context import StageContext
@@ -46,8 +48,7 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     p = ctx.params
     profile = pd.read_parquet(ctx.path("profile"))
     queries = pd.read_parquet(ctx.path("queries"))
-    order = p.candidate_ids if p.profile_source == "tournament" else sorted(profile["candidate_id"].unique())
-    candidates = [c for c in order if c in set(profile["candidate_id"])]
+    candidates = candidate_order(profile, p.candidate_ids, p.profile_source)
     split = p.evaluate.split
     queries = _sample_split(queries, split, p.evaluate.max_queries, p.evaluate.seed)
     test_queries = queries[queries["split"] == split].sort_values("query_id").reset_index(drop=True)
@@ -66,10 +67,10 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     tick = ctx.progress(len(learned), "baselines (embed, fit, route)") if learned else None
     fitted, test_scores = {}, {}
     for family in learned:
-        train_profile = _sample_train(profile, baselines.train_split, baselines.max_train_queries, baselines.seed)
+        train_profile = sample_train(profile, baselines)
         router = fitted[family] = build_router(family, train_profile, queries, candidates, baselines,
-                                               meter=meter, energy=p.energy_policy)
-        settings = {"baselines": p.baselines.model_dump(mode="json", exclude={"lam"}),
+                                               meter=meter, energy=p.energy_policy, lam=p.router.lam)
+        settings = {"baselines": p.baselines.model_dump(mode="json"),
                     "train_rows": len(train_profile)}
         key = cache_key(family, settings, meter.source, meter.device_info())
         test_scores[family] = stable_overhead(router.score(test_queries), key, overhead_cache(ctx))
@@ -78,7 +79,7 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     on_train = baselines.train_split == "train"  # a baseline fitted on another split has seen val: no contender
     val_rows = read_val_rows(ctx.path("router_data_dir") / "val.jsonl")
     evidence = knn_evidence(ctx, lm_router, fitted.get("knn") if on_train else None, val_rows)
-    lm_runs = []
+    lm_runs, lm_alone = [], lm_scores
     if lm_scores is not None:
         if evidence and not evidence["plain"]:  # the LM router alone stays in the report, for comparison
             runs += _swept_runs(LM_ALONE, lm_scores, lambdas)
@@ -95,7 +96,9 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"), run_tags=ctx.tags("evaluate"),
                           run=run, selection=selection, energy=p.energy_policy)
     write_headline(ctx, result, run)
-    register(ctx, selection, result.mlflow_run_id)
+    champion_dir = save_champion_artifact(ctx, selection, fitted, test_scores, (lm_alone, lm_scores), evidence,
+                                          test_queries, result.mlflow_run_id)
+    register(ctx, selection, result.mlflow_run_id, champion_dir)
     if lm_runs and result.mlflow_run_id:
         family = result.metrics["families"].get("lm", {})
         tag_latest_router(ctx.tracking_uri, p.tracking.experiment,
@@ -147,15 +150,49 @@ def select_champion(ctx: StageContext, baselines: dict, val_rows: list[dict], ev
     return selection
 
 
-def register(ctx: StageContext, selection: dict | None, run_id: str | None) -> None:
-    """The champion in the Model Registry (alias ``champion``), with its val figures as tags."""
+def save_champion_artifact(ctx: StageContext, selection: dict | None, fitted: dict, test_scores: dict,
+                           lm_scores: tuple, evidence: dict | None, test_queries: pd.DataFrame,
+                           run_id: str | None) -> Path | None:
+    """The chosen router as fitted, with the deployed λ (``router.lam``), in ``evaluate_dir/champion``
+    (routing/champion.py), and its test decisions at that λ when it was scored on test."""
+    folder = ctx.path("evaluate_dir") / "champion"
+    if not selection:
+        clear_champion(folder)
+        return None
+    p, win = ctx.params, selection["winner"]
+    lam, family = p.router.lam, win["family"]
+    record = {"family": family, "checkpoint": win["checkpoint"], "name": win["name"], "lam": lam,
+              "lambda_range": [min(p.router_data.lambdas), max(p.router_data.lambdas)],
+              "model_dir": win["model_dir"], "knn_evidence": win.get("knn_evidence"),
+              "val_utility": win["val_utility"], "evaluate_run_id": run_id,
+              "embedding": p.baselines.embedding.model_dump(mode="json") | {"cache_dir": None}}
+    saved, scores = {}, None
+    if family in fitted:
+        saved["router"], scores = fitted[family], test_scores[family]
+    elif family == "lm":
+        if win.get("knn_evidence"):
+            saved["knn"] = fitted["knn"]
+        blended = bool(evidence and not evidence["plain"])
+        if win["checkpoint"].startswith(_kept_checkpoint(ctx)) and bool(win.get("knn_evidence")) == blended:
+            scores = lm_scores[1] if blended else lm_scores[0]  # the LM router evaluate scored on test
+    decisions = None
+    if scores is not None:
+        chosen = scores.decide(lam)
+        decisions = pd.DataFrame({"query_id": chosen.query_ids, "candidate_id": chosen.candidate_ids})
+    logger.info("champion %s saved with λ=%g in %s", win["name"], lam, folder)
+    return save_champion(folder, record, saved, decisions)
+
+
+def register(ctx: StageContext, selection: dict | None, run_id: str | None, champion_dir: Path | None = None) -> None:
+    """The champion in the Model Registry (alias ``champion``), with its val figures as tags; the version's
+    source is the champion artifact, logged to the evaluate run."""
     if not selection or not run_id:
         return
     from jouleroute.tracking import register_champion
 
     win = selection["winner"]
     pointer = {"family": win["family"], "checkpoint": win["checkpoint"], "model_dir": win["model_dir"] or "",
-               "baselines_hash": ctx.section_hash("baselines")}
+               "lam": f"{ctx.params.router.lam:g}", "baselines_hash": ctx.section_hash("baselines")}
     if win.get("knn_evidence"):  # served as the LM router blended with a kNN fitted with these baselines
         pointer |= {"knn_weight": f"{win['knn_evidence']['weight']:g}", "knn_energy": win["knn_evidence"]["energy"]}
     tags = {"val_utility": win["val_utility"], "runner_up": selection["runner_up"], "margin": selection["margin"],
@@ -165,7 +202,8 @@ def register(ctx: StageContext, selection: dict | None, run_id: str | None) -> N
             "n_val_queries": selection["n_val_queries"], "evaluate_run_id": run_id,
             "git_sha": ctx.tags("evaluate")["git_sha"]}
     tags |= {f"val_utility.{c['name']}": c["val_utility"] for c in selection["contenders"]}
-    version = register_champion(ctx.tracking_uri, ctx.params.tracking.experiment, run_id, pointer, tags)
+    version = register_champion(ctx.tracking_uri, ctx.params.tracking.experiment, run_id, pointer, tags,
+                                champion_dir)
     logger.info("champion %s registered as %s version %s (alias %s)", win["name"], selection["registered_model"],
                 version, selection["alias"])
 
@@ -200,14 +238,6 @@ def _sample_split(queries: pd.DataFrame, split: str, limit: int | None, seed: in
     keep = queries[in_split].sample(n=limit, random_state=seed)
     logger.info("evaluate.max_queries: scoring %d of %d %s queries (seeded sample)", limit, in_split.sum(), split)
     return pd.concat([queries[~in_split], keep]).reset_index(drop=True)
-
-
-def _sample_train(profile: pd.DataFrame, split: str, limit: int | None, seed: int) -> pd.DataFrame:
-    ids = pd.Series(sorted(profile.loc[profile["split"] == split, "query_id"].unique()))
-    if limit is None or len(ids) <= limit:
-        return profile
-    keep = set(ids.sample(n=limit, random_state=seed))
-    return profile[(profile["split"] != split) | profile["query_id"].isin(keep)]
 
 
 def _lm_router(ctx: StageContext, meter):

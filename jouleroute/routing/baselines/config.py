@@ -30,16 +30,14 @@ class EmbeddingConfig(StrictModel):
 
 
 class BaselinesConfig(StrictModel):
-    """Baseline routers for evaluation: which families run, and how the learned ones train and decide.
+    """Baseline routers for evaluation: which families run, and how the learned ones train.
 
-    ``lam`` is the default energy weight of the learned routers' decision rule
-    ``p_correct - lam * normalized_energy``; evaluation sweeps other values through
-    ``Scores.decide`` without retraining.
+    The learned routers decide ``p_correct - λ * normalized_energy``; evaluation sweeps λ through
+    ``Scores.decide`` without retraining, and the deployed λ is ``router.lam``, whichever family is champion.
     """
 
     # every registered family by default ("always" expands to one "always:<candidate_id>" per candidate)
     families: tuple[str, ...] = Field(default_factory=family_names)
-    lam: float = Field(default=0.5, ge=0.0)
     # the energy column and its norm: params `energy_policy`, handed to build_router (one for every stage)
     train_split: Literal["train", "val", "test"] = "train"
     seed: int = 0
