@@ -21,7 +21,7 @@ LIB = REPO / "jouleroute"
 # Lowest first. A unit is a top-level module or package of jouleroute/.
 LAYERS: list[set[str]] = [
     {"strict"},  # the strict base model every config class derives from
-    {"atomic", "schema", "paths", "pool", "provenance", "offline"},  # shared contracts and small helpers
+    {"atomic", "schema", "paths", "pool", "provenance", "offline", "sampling"},  # shared contracts and small helpers
     {"energy", "models", "tracking"},  # meters; the GGUF conversion; the MLflow store
     {"routing"},  # routers: score queries, decide at λ (knows no backend)
     {"backends"},  # how a model is asked
@@ -171,3 +171,52 @@ def test_router_families_are_listed_in_one_table():
             if len(listed) >= 2:
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: {sorted(listed)}")
     assert not found, "router families listed outside jouleroute/routing/families.py:\n" + "\n".join(found)
+
+
+def _module_path(name: str) -> Path | None:
+    path = REPO / Path(*name.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def test_no_stage_module_imports_another_stage_module():
+    """What two stages share lives in a module that is no stage (stages/context.py, inputs.py, training.py)."""
+    stages = {name for path in DVC_FILES for name in table.stage_order(path)}
+    offenders = []
+    for stage in stages:
+        path = LIB / "stages" / f"{stage}.py"
+        for line, name in _imports(path):
+            other = name.removeprefix("jouleroute.stages.").split(".")[0] if name.startswith("jouleroute.stages.") else ""
+            if other in stages and other != stage:
+                offenders.append(f"jouleroute/stages/{stage}.py:{line} imports the stage module {name}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_nothing_the_tournament_stage_imports_comes_from_training():
+    """Data flows forward: the first compute stage never runs training code, directly or not. ``jouleroute.config``
+    is not followed: it gathers every package's config class into the params file by design (the tournament
+    reads its own sections of it)."""
+    seen, todo, chain = set(), ["jouleroute.stages.tournament"], {"jouleroute.stages.tournament": None}
+    while todo:
+        module = todo.pop()
+        if module in seen or module == "jouleroute.config":
+            continue
+        seen.add(module)
+        path = _module_path(module)
+        if path is None:
+            continue
+        for _, name in _imports(path):
+            if name.startswith("jouleroute") and name not in chain:
+                chain[name] = module
+                todo.append(name)
+    reached = sorted(m for m in seen if m == "jouleroute.training" or m.startswith("jouleroute.training."))
+
+    def path_to(module: str) -> str:
+        steps = [module]
+        while chain.get(steps[-1]):
+            steps.append(chain[steps[-1]])
+        return " <- ".join(steps)
+
+    assert not reached, "the tournament stage reaches training/:\n" + "\n".join(map(path_to, reached))

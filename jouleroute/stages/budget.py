@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 def budget_stage(ctx: StageContext) -> dict:
-    from jouleroute.stages.sft import base_model_dir
+    from jouleroute.stages.inputs import base_model_dir
     from jouleroute.training.budget import BudgetInputs, outcome_rows, run_budget
     from jouleroute.training.router_data import UNPROFILED
 
@@ -41,7 +41,7 @@ def budget_stage(ctx: StageContext) -> dict:
                           prior_strength=ctx.params.router_data.prior_strength)
     live, completed = None, None
     if ctx.params.grpo.reward_source == "live":  # rollouts run on the tournament's backend, into its shard store
-        from jouleroute.stages.tournament import tournament_inputs
+        from jouleroute.stages.inputs import tournament_inputs
         from jouleroute.tournament.live import LiveOutcomes
 
         live = partial(LiveOutcomes, tournament_inputs(ctx))

@@ -33,7 +33,7 @@ def grpo_stage(ctx: StageContext) -> dict:
 def _train_and_check(ctx: StageContext, run) -> dict:
     from functools import partial
 
-    from jouleroute.stages.tournament import tournament_inputs
+    from jouleroute.stages.inputs import tournament_inputs
     from jouleroute.training.common import StepProgress
     from jouleroute.training.grpo import run_grpo
 

@@ -20,20 +20,12 @@ import pandas as pd
 from jouleroute.tournament.summary import summarize_profile, summary_metrics, summary_table
 from jouleroute.provenance import file_sha256, git_sha, hardware, library_versions
 from jouleroute.stages.context import StageContext, write_json
+from jouleroute.stages.inputs import tournament_inputs
 from jouleroute.tournament.loading import loading_summary
-from jouleroute.tournament.run import JobRunner, TournamentInputs, run_tournament
+from jouleroute.tournament.run import JobRunner, run_tournament
 from jouleroute.tracking import energy_label
 
 logger = logging.getLogger(__name__)
-
-
-def tournament_inputs(ctx: StageContext) -> TournamentInputs:
-    p = ctx.params
-    return TournamentInputs(
-        queries=pd.read_parquet(ctx.path("queries")), pool=p.pool, models=p.models, backend=p.backend,
-        energy=p.energy, config=p.tournament, models_dir=ctx.path("models_dir"), shards_dir=ctx.path("shards_dir"),
-        profile_path=ctx.path("profile"), data_dir=ctx.path("data_dir"),
-    )
 
 
 def profiled_queries(ctx: StageContext, queries: pd.DataFrame) -> pd.DataFrame:
@@ -43,7 +35,7 @@ def profiled_queries(ctx: StageContext, queries: pd.DataFrame) -> pd.DataFrame:
     sft = ctx.params.sft
     if ctx.params.grpo.reward_source != "live" or sft.full_profile_fraction >= 1:
         return queries
-    from jouleroute.training.partial_feedback import profiled_ids
+    from jouleroute.sampling import profiled_ids
 
     train = queries[queries["split"] == "train"]
     keep = set(profiled_ids(train.to_dict("records"), sft.full_profile_fraction, sft.seed))
