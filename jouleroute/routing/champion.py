@@ -50,15 +50,17 @@ def save_champion(folder: Path, record: dict, fitted: dict[str, object], decisio
     return folder
 
 
-def clear_champion(folder: Path) -> None:
-    """No champion this run: a stale one from an earlier run must not be served."""
-    if folder.exists():
-        shutil.rmtree(folder)
+def clear_champion(folder: Path, why: str) -> None:
+    """No champion this run: a stale one from an earlier run must not be served. The folder stays (a DVC
+    output), holding only a record that says why there is none."""
+    save_champion(folder, {"family": None, "why": why}, {}, None)
 
 
 def read_champion(folder: Path) -> dict | None:
+    """The champion's record; ``None`` when the folder holds none (or says there is none)."""
     path = folder / RECORD
-    return json.loads(path.read_text()) if path.is_file() else None
+    record = json.loads(path.read_text()) if path.is_file() else None
+    return record if record and record.get("family") else None
 
 
 def load_fitted(folder: Path, key: str, embedder, meter=None):

@@ -157,7 +157,7 @@ def save_champion_artifact(ctx: StageContext, selection: dict | None, fitted: di
     (routing/champion.py), and its test decisions at that λ when it was scored on test."""
     folder = ctx.path("evaluate_dir") / "champion"
     if not selection:
-        clear_champion(folder)
+        clear_champion(folder, "no champion chosen: no val rows (router_data's val.jsonl) or no contender")
         return None
     p, win = ctx.params, selection["winner"]
     lam, family = p.router.lam, win["family"]

@@ -57,8 +57,10 @@ def test_no_champion_leaves_no_stale_artifact(tmp_path):
     folder.mkdir(parents=True)
     (folder / "champion.json").write_text("{}")
     ctx = StageContext(load_params(_write(tmp_path)), tmp_path, tmp_path / "params.yaml")
+    (folder / "router.pkl").write_bytes(b"stale")
     assert save_champion_artifact(ctx, None, {}, {}, (None, None), None, pd.DataFrame(), None) is None
-    assert not folder.exists()
+    assert sorted(p.name for p in folder.iterdir()) == ["champion.json"]  # still there: a DVC output
+    assert read_champion(folder) is None
 
 
 def _write(root):
