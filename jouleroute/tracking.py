@@ -297,20 +297,17 @@ def champion(uri: str | None, experiment: str) -> dict[str, str] | None:
     return {**found.tags, "version": str(found.version), "name": found.name}
 
 
-def tag_latest_router(uri: str | None, experiment: str, tags: dict[str, Any]) -> str | None:
-    """Add tags (e.g. the evaluation's AIQ) to the newest registered router version."""
-    if not uri:
+def tag_router_version(uri: str | None, experiment: str, version: str | None, tags: dict[str, Any]) -> str | None:
+    """Add tags (e.g. the evaluation's AIQ) to the registered router ``version``: the one the grpo stage
+    recorded in its outputs (``grpo_dir/mlflow_run.json``), never found by recency."""
+    if not uri or not version:
         return None
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
-    versions = client.search_model_versions(f"name = '{registered_name(experiment)}'")
-    if not versions:
-        return None
-    latest = max(versions, key=lambda v: int(v.version))
     for key, value in tags.items():
-        client.set_model_version_tag(latest.name, latest.version, key, str(value))
-    return str(latest.version)
+        client.set_model_version_tag(registered_name(experiment), str(version), key, str(value))
+    return str(version)
 
 
 def flat_params(prefix: str, obj: Any) -> dict[str, str]:

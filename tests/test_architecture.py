@@ -220,3 +220,17 @@ def test_nothing_the_tournament_stage_imports_comes_from_training():
         return " <- ".join(steps)
 
     assert not reached, "the tournament stage reaches training/:\n" + "\n".join(map(path_to, reached))
+
+
+def test_no_stage_finds_a_run_by_recency():
+    """A stage that writes into another stage's MLflow run finds it by the id that stage recorded in its outputs
+    (``grpo_dir/mlflow_run.json``), never by searching runs or versions (``jouleroute where``, a command that only
+    shows the latest runs, may)."""
+    offenders = []
+    for path in SOURCES:
+        if path.relative_to(LIB).parts[0] in ("commands", "cli.py", "__main__.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in ("search_runs", "search_model_versions"):
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.attr}")
+    assert not offenders, "\n".join(offenders)

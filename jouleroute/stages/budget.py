@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from jouleroute.stages.context import StageContext
+from jouleroute.stages.inputs import grpo_run
 
 logger = logging.getLogger(__name__)
 
@@ -97,16 +98,11 @@ def _log(ctx: StageContext, run, result: dict) -> None:
     run.log_artifact(out_dir / "budget.png", "plots")
     run.log_dict(result, "budget.json")
     run.set_tags({"profiling_energy_source": result["energy_source"], "reward_source": result["reward_source"]})
-    grpo = _latest_grpo_run(run)
+    grpo = grpo_run(ctx).get("run_id")
     if grpo is not None:
         run.set_tags({"extends_grpo_run": grpo})
         run.client.log_artifact(grpo, str(out_dir / "budget.png"), artifact_path="plots")
         run.client.set_tag(grpo, "budget_run", run.run_id)
 
 
-def _latest_grpo_run(run) -> str | None:
-    """The newest `grpo` stage run of this experiment: the training this curve puts a price on."""
-    experiment = run.client.get_run(run.run_id).info.experiment_id
-    found = run.client.search_runs([experiment], filter_string="tags.stage = 'grpo' and tags.run_kind = 'stage'",
-                                   order_by=["attributes.start_time DESC"], max_results=1)
-    return found[0].info.run_id if found else None
+

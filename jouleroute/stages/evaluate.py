@@ -28,7 +28,8 @@ from jouleroute.routing.registry import build_router, candidate_order, sample_tr
 from jouleroute.routing.scores import Scores
 from jouleroute.routing.baselines.simple import mix_of
 from jouleroute.stages.context import StageContext
-from jouleroute.tracking import StageRun, flat_params, tag_latest_router
+from jouleroute.stages.inputs import grpo_run
+from jouleroute.tracking import StageRun, flat_params, tag_router_version
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     register(ctx, selection, result.mlflow_run_id, champion_dir)
     if lm_runs and result.mlflow_run_id:
         family = result.metrics["families"].get("lm", {})
-        tag_latest_router(ctx.tracking_uri, p.tracking.experiment,
+        tag_router_version(ctx.tracking_uri, p.tracking.experiment, grpo_run(ctx).get("router_version"),
                           {"aiq": family.get("aiq", "n/a"), "lambda_star": family.get("lambda_star", "n/a"),
                            "evaluate_run_id": result.mlflow_run_id})
     logger.info("evaluation written to %s", ctx.path("evaluate_dir"))

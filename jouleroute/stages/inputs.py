@@ -28,3 +28,15 @@ def base_model_dir(ctx: StageContext) -> str:
             return str(ctx.path("models_dir") / name)
         return spec.path or spec.hub_id or name
     return str(ctx.root / name) if (ctx.root / name).exists() else name
+
+
+RUN_RECORD = "mlflow_run.json"  # in grpo_dir: the grpo stage's MLflow run id and registered router version
+
+
+def grpo_run(ctx: StageContext) -> dict:
+    """The grpo stage's MLflow run, by the id it recorded in its outputs (``grpo_dir/mlflow_run.json``):
+    budget writes into that run, evaluate tags its router version. ``{}`` when it recorded none (tracking off)."""
+    import json
+
+    path = ctx.path("grpo_dir") / RUN_RECORD
+    return json.loads(path.read_text()) if path.is_file() else {}
