@@ -234,3 +234,31 @@ def test_no_stage_finds_a_run_by_recency():
             if isinstance(node, ast.Attribute) and node.attr in ("search_runs", "search_model_versions"):
                 offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.attr}")
     assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("dvc_yaml", DVC_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_a_stage_logs_the_params_dvc_yaml_says_it_depends_on(dvc_yaml, tmp_path):
+    """What a stage's MLflow run logs as params is what its dvc.yaml entry lists (``StageContext.logged_params``),
+    and no stage picks its own sections (``stage_run`` takes none)."""
+    from jouleroute.config import load_params
+    from jouleroute.stages.context import StageContext
+
+    params_path = dvc_yaml.parent / "params.yaml"
+    ctx = StageContext(load_params(params_path), REPO, params_path)
+    for name, stage in table.read(dvc_yaml).items():
+        logged = {key for key in ctx.logged_params(name)}
+        for key in stage.params:
+            assert any(k == key or k.startswith(key + ".") for k in logged) or _empty(ctx, key), (name, key)
+        assert all(any(k == key or k.startswith(key + ".") for key in stage.params) for k in logged), name
+    for path in sorted((LIB / "stages").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "stage_run":
+                assert not [k.arg for k in node.keywords if k.arg == "sections"], f"{path.name}:{node.lineno}"
+
+
+def _empty(ctx, key: str) -> bool:
+    """A params key whose value is null or empty logs nothing (e.g. `replay` in the main params)."""
+    value = ctx.params.model_dump(mode="json", by_alias=True)
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value in (None, {}, [])

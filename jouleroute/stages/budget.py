@@ -48,7 +48,7 @@ def budget_stage(ctx: StageContext) -> dict:
         live = partial(LiveOutcomes, tournament_inputs(ctx))
         if (data_dir / UNPROFILED).is_file():  # the tournament ran SFT's share only: (a) at 1 needs the rest
             inputs.data_dir, completed = complete_train_tournament(ctx, live, column, out_dir / "router_data")
-    with ctx.stage_run("budget", sections=("budget", "sft", "grpo", "router"),
+    with ctx.stage_run("budget",
                        energy_source=spec.get("energy_source")) as run:
         result = run_budget(ctx.params.budget, ctx.params.sft, ctx.params.grpo, ctx.params.router, inputs,
                             live=live, completed=completed)

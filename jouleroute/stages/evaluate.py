@@ -29,7 +29,7 @@ from jouleroute.routing.scores import Scores
 from jouleroute.routing.baselines.simple import mix_of
 from jouleroute.stages.context import StageContext
 from jouleroute.stages.inputs import grpo_run
-from jouleroute.tracking import StageRun, flat_params, tag_router_version
+from jouleroute.tracking import StageRun, tag_router_version
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ LM_ALONE = "lm_alone"  # the LM router without kNN evidence, reported when val c
 
 def evaluate_stage(ctx: StageContext):
     """The stage opens its one MLflow run (failed if the body raises) and hands it to the code that logs."""
-    with ctx.stage_run("evaluate", sections=()) as run:  # params: the evaluate config, logged with the results
+    with ctx.stage_run("evaluate") as run:  # params: what dvc.yaml says evaluate depends on
         return _evaluate(ctx, run)
 
 
@@ -226,9 +226,7 @@ def write_headline(ctx: StageContext, result, run: StageRun | None) -> None:
     atomic_write_text(ctx.path("headline"), json.dumps(figures, indent=2) + "\n")
     if run is not None:
         run.log_metrics(flatten(figures))  # the same names in MLflow as in `dvc metrics show`
-        # the params that tell runs apart (`dvc exp run -S router.lam=...`), prefixed by their section
-        dump = ctx.params.model_dump(mode="json", by_alias=True)
-        run.log_params(flat_params("router", dump["router"]) | flat_params("baselines", dump["baselines"]))
+        # the params that tell runs apart (`dvc exp run -S router.lam=...`) were logged when the run opened
 
 
 def _sample_split(queries: pd.DataFrame, split: str, limit: int | None, seed: int) -> pd.DataFrame:

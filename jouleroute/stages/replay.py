@@ -12,7 +12,6 @@ from jouleroute.replay import run_replay
 from jouleroute.stages import StageFailed
 from jouleroute.stages.context import StageContext, write_json
 from jouleroute.tournament.summary import summarize_profile, summary_metrics, summary_table
-from jouleroute.tracking import flat_params
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +35,9 @@ def finish_profile(ctx: StageContext, stage: str, result: dict, cfg: dict) -> No
     write_json(ctx.path("tournament_summary"), summary)
     logger.info("%s profile: %d rows\n%s", stage, len(profile), summary_table(summary))
     sources = ",".join(sorted(profile["energy_source"].unique()))
-    with ctx.stage_run(stage, sections=(), energy_source=sources) as run:
+    with ctx.stage_run(stage, energy_source=sources) as run:
         if run is None:
             return
-        run.log_params(flat_params(stage, {k: v for k, v in cfg.items() if k != "models"}))
         run.log_metrics(summary_metrics(summary))  # the same names as the tournament's and summary.json
         run.set_tags({"energy_sources": sources})
         run.log_text(summary_table(summary), "profile_summary.md")

@@ -99,8 +99,7 @@ def _log_to_mlflow(ctx: StageContext, summary: dict, meta: dict) -> None:
     from jouleroute.evaluation.plots import plot_candidates
 
     label = energy_label(meta["energy_sources"])
-    sections = ("prepare", "pool", "backend", "energy", "tournament")
-    with ctx.stage_run("tournament", sections=sections, energy_source=label) as run:
+    with ctx.stage_run("tournament", energy_source=label) as run:
         if run is None:
             return
         with tempfile.TemporaryDirectory() as tmp:
