@@ -118,9 +118,12 @@ class ParamsError(ValueError):
     """A params file that cannot be used; the message names the file and the key."""
 
 
-# Keys that moved into `energy_policy:` (issue 20). Several sections each held a copy that nothing kept in
-# step (GRPO's reward norm and the labels' norm could differ); a file still holding one fails with the new name.
+# Keys that moved, and why; a file still holding one fails with the new name. Into `energy_policy:` (issue 20):
+# several sections each held a copy that nothing kept in step (GRPO's reward norm and the labels' norm could
+# differ). Into `router.lam` (issue 30): the one deployed λ, whichever family is champion.
 MOVED_KEYS = {
+    "baselines.lam": "router.lam",
+    "gateway.router.lam": "router.lam",
     "router_data.energy_norm": "energy_policy.norm",
     "grpo.energy_norm": "energy_policy.norm",
     "baselines.energy_norm": "energy_policy.norm",
@@ -138,8 +141,11 @@ def moved_keys(raw: dict) -> list[str]:
     """'old is now new' for every moved key the raw params still hold."""
     found = []
     for old, new in MOVED_KEYS.items():
-        section, key = old.split(".")
-        if isinstance(raw.get(section), dict) and key in raw[section]:
+        *sections, key = old.split(".")
+        node = raw
+        for section in sections:
+            node = node.get(section) if isinstance(node, dict) else None
+        if isinstance(node, dict) and key in node:
             found.append(f"{old} is now {new}")
     return found
 
@@ -156,8 +162,8 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         raise ParamsError(f"{path}: the top level must be a mapping of sections")
     moved = moved_keys(raw)
     if moved:
-        raise ParamsError(f"{path}: {'; '.join(moved)} (one energy policy for every stage, docs/energy.md): "
-                          "move the value there")
+        raise ParamsError(f"{path}: {'; '.join(moved)} (one place for each: the energy policy of every stage, "
+                          "docs/energy.md; the deployed λ of every router family): move the value there")
     try:
         return Params.model_validate(raw)
     except ValidationError as exc:

@@ -257,13 +257,13 @@ def champion_name(experiment: str) -> str:
 
 
 def register_champion(uri: str | None, experiment: str, run_id: str, pointer: dict[str, Any],
-                      tags: dict[str, Any]) -> str | None:
+                      tags: dict[str, Any], artifact_dir: Path | None = None) -> str | None:
     """A new version of the champion model, pointing at the chosen router, and the alias ``champion`` on it.
 
-    ``pointer`` says how to load it (``family``; an LM router's ``model_dir`` relative to the repository;
-    a baseline is refitted from the profile's train split with the params' ``baselines`` section, as the
-    evaluate stage fitted it) and is logged as ``champion/pointer.json`` in ``run_id``; ``tags`` (the val
-    figures) go on the version. Returns the version number.
+    ``pointer`` says what it is (``family``, ``checkpoint``, the deployed ``lam``; an LM router's ``model_dir``
+    relative to the repository) and is logged as ``champion/pointer.json`` in ``run_id``, beside the champion
+    artifact ``artifact_dir`` (the evaluate stage's ``evaluate_dir/champion``: the router as fitted);
+    ``tags`` (the val figures) go on the version. Returns the version number.
     """
     if not uri:
         return None
@@ -273,6 +273,8 @@ def register_champion(uri: str | None, experiment: str, run_id: str, pointer: di
     client = MlflowClient(tracking_uri=uri)
     name = champion_name(experiment)
     client.log_dict(run_id, pointer, "champion/pointer.json")
+    if artifact_dir is not None:
+        client.log_artifacts(run_id, str(artifact_dir), "champion")
     try:
         client.create_registered_model(name, description="the router chosen on val (best mean val utility over "
                                                          "the trained λ grid, any family); alias 'champion'")
@@ -299,20 +301,17 @@ def champion(uri: str | None, experiment: str) -> dict[str, str] | None:
     return {**found.tags, "version": str(found.version), "name": found.name}
 
 
-def tag_latest_router(uri: str | None, experiment: str, tags: dict[str, Any]) -> str | None:
-    """Add tags (e.g. the evaluation's AIQ) to the newest registered router version."""
-    if not uri:
+def tag_router_version(uri: str | None, experiment: str, version: str | None, tags: dict[str, Any]) -> str | None:
+    """Add tags (e.g. the evaluation's AIQ) to the registered router ``version``: the one the grpo stage
+    recorded in its outputs (``grpo_dir/mlflow_run.json``), never found by recency."""
+    if not uri or not version:
         return None
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
-    versions = client.search_model_versions(f"name = '{registered_name(experiment)}'")
-    if not versions:
-        return None
-    latest = max(versions, key=lambda v: int(v.version))
     for key, value in tags.items():
-        client.set_model_version_tag(latest.name, latest.version, key, str(value))
-    return str(latest.version)
+        client.set_model_version_tag(registered_name(experiment), str(version), key, str(value))
+    return str(version)
 
 
 def flat_params(prefix: str, obj: Any) -> dict[str, str]:

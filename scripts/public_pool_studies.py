@@ -118,7 +118,7 @@ def render(name: str) -> dict[Path, str]:
     first_end = dvc.index("\n  validate:")
     stage = (f"stages:\n  outcomes:\n    wdir: ../..\n    cmd: jouleroute --params studies/{name}/params.yaml outcomes\n"
              "    deps:\n      - jouleroute/replay\n      - jouleroute/stages/outcomes.py\n"
-             "      - jouleroute/stages/replay.py\n      - jouleroute/tournament/summary.py\n"
+             "      - jouleroute/stages/profile_record.py\n      - jouleroute/tournament/summary.py\n"
              "      - jouleroute/benchmarks/grading.py\n"
              f"      - data/external/outcomes/{spec['pool']}\n"
              "      - data/outcomes/tokenizers/smollm2-135m-instruct\n      - data/external/energy/mlenergy-v2\n"

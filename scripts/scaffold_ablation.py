@@ -1,6 +1,6 @@
 """The embedding baselines with and without scaffold stripping, on one profile's test split.
 
-Trains kNN, MLP and MF twice (``baselines.strip_scaffold`` on and off), routes the test
+Trains every learned family (kNN, MLP, MF: ``jouleroute.routing.families``) twice (``baselines.strip_scaffold`` on and off), routes the test
 split at every λ of ``evaluate.lambdas`` and scores both with the evaluation library, then
 writes ``docs/scaffold-ablation.md`` from the result (never typed by hand).
 
@@ -19,10 +19,10 @@ from jouleroute.config import load_params
 from jouleroute.evaluation import RouterRun
 from jouleroute.evaluation.outcomes import build_matrix
 from jouleroute.evaluation.run import evaluate_outcomes
+from jouleroute.routing.families import learned_families
 from jouleroute.routing.registry import build_router
 
 ROOT = Path(__file__).resolve().parents[1]
-FAMILIES = ("knn", "mlp", "mf")
 
 
 def main() -> None:
@@ -41,7 +41,7 @@ def main() -> None:
         cfg = params.baselines.model_copy(update={
             "strip_scaffold": strip,
             "embedding": params.baselines.embedding.model_copy(update={"cache_dir": str(ROOT / paths.embedding_cache)})})
-        for family in FAMILIES:
+        for family in learned_families():
             router = build_router(family, profile, queries, candidates, cfg, energy=params.energy_policy)
             scored = router.score(test)
             name = family if strip else f"{family}-raw"
@@ -58,7 +58,7 @@ def main() -> None:
              "removed before embedding (`jouleroute/routing/scaffold.py`). Raw: the whole prompt is embedded "
              "(all-MiniLM-L6-v2 reads its first 256 tokens).", "",
              "| router | energy-AIQ, stripped | energy-AIQ, raw prompt |", "|---|---:|---:|"]
-    for family in FAMILIES:
+    for family in learned_families():
         lines.append(f"| {family} | {aiq[family]:.3f} | {aiq[family + '-raw']:.3f} |")
     out = ROOT / "docs" / "scaffold-ablation.md"
     out.write_text("\n".join(lines) + "\n")

@@ -21,7 +21,7 @@ LIB = REPO / "jouleroute"
 # Lowest first. A unit is a top-level module or package of jouleroute/.
 LAYERS: list[set[str]] = [
     {"strict"},  # the strict base model every config class derives from
-    {"atomic", "schema", "paths", "pool", "provenance", "offline"},  # shared contracts and small helpers
+    {"atomic", "schema", "paths", "pool", "provenance", "offline", "sampling"},  # shared contracts and small helpers
     {"energy", "models", "tracking", "datastore"},  # meters; the GGUF conversion; the MLflow store; the data root
     {"routing"},  # routers: score queries, decide at λ (knows no backend)
     {"backends"},  # how a model is asked
@@ -181,3 +181,113 @@ def test_a_lambda_experiment_reruns_only_what_reads_the_deployed_lambda():
         for name in ("sft", "grpo", "budget"):
             params = table.read(dvc_yaml)[name].params
             assert "router" not in params and "router.lam" not in params, (dvc_yaml, name)
+
+
+def test_router_families_are_listed_in_one_table():
+    """No module names two router families side by side (a tuple, list, set or Literal of their names):
+    every reader asks ``jouleroute.routing.families``, where each family registered itself."""
+    from jouleroute.routing.families import router_families
+
+    names = set(router_families())
+    own = {REPO / "jouleroute/routing/families.py"}
+    found = []
+    for path in [*sorted(LIB.rglob("*.py")), *sorted((REPO / "scripts").rglob("*.py"))]:
+        if path in own:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else []
+            listed = {e.value for e in items if isinstance(e, ast.Constant) and e.value in names}
+            if len(listed) >= 2:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: {sorted(listed)}")
+    assert not found, "router families listed outside jouleroute/routing/families.py:\n" + "\n".join(found)
+
+
+def _module_path(name: str) -> Path | None:
+    path = REPO / Path(*name.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def test_no_stage_module_imports_another_stage_module():
+    """What two stages share lives in a module that is no stage (stages/context.py, inputs.py, training.py)."""
+    stages = {name for path in DVC_FILES for name in table.stage_order(path)}
+    offenders = []
+    for stage in stages:
+        path = LIB / "stages" / f"{stage}.py"
+        for line, name in _imports(path):
+            other = name.removeprefix("jouleroute.stages.").split(".")[0] if name.startswith("jouleroute.stages.") else ""
+            if other in stages and other != stage:
+                offenders.append(f"jouleroute/stages/{stage}.py:{line} imports the stage module {name}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_nothing_the_tournament_stage_imports_comes_from_training():
+    """Data flows forward: the first compute stage never runs training code, directly or not. ``jouleroute.config``
+    is not followed: it gathers every package's config class into the params file by design (the tournament
+    reads its own sections of it)."""
+    seen, todo, chain = set(), ["jouleroute.stages.tournament"], {"jouleroute.stages.tournament": None}
+    while todo:
+        module = todo.pop()
+        if module in seen or module == "jouleroute.config":
+            continue
+        seen.add(module)
+        path = _module_path(module)
+        if path is None:
+            continue
+        for _, name in _imports(path):
+            if name.startswith("jouleroute") and name not in chain:
+                chain[name] = module
+                todo.append(name)
+    reached = sorted(m for m in seen if m == "jouleroute.training" or m.startswith("jouleroute.training."))
+
+    def path_to(module: str) -> str:
+        steps = [module]
+        while chain.get(steps[-1]):
+            steps.append(chain[steps[-1]])
+        return " <- ".join(steps)
+
+    assert not reached, "the tournament stage reaches training/:\n" + "\n".join(map(path_to, reached))
+
+
+def test_no_stage_finds_a_run_by_recency():
+    """A stage that writes into another stage's MLflow run finds it by the id that stage recorded in its outputs
+    (``grpo_dir/mlflow_run.json``), never by searching runs or versions (``jouleroute where``, a command that only
+    shows the latest runs, may)."""
+    offenders = []
+    for path in SOURCES:
+        if path.relative_to(LIB).parts[0] in ("commands", "cli.py", "__main__.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in ("search_runs", "search_model_versions"):
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.attr}")
+    assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("dvc_yaml", DVC_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_a_stage_logs_the_params_dvc_yaml_says_it_depends_on(dvc_yaml, tmp_path):
+    """What a stage's MLflow run logs as params is what its dvc.yaml entry lists (``StageContext.logged_params``),
+    and no stage picks its own sections (``stage_run`` takes none)."""
+    from jouleroute.config import load_params
+    from jouleroute.stages.context import StageContext
+
+    params_path = dvc_yaml.parent / "params.yaml"
+    ctx = StageContext(load_params(params_path), REPO, params_path)
+    for name, stage in table.read(dvc_yaml).items():
+        logged = {key for key in ctx.logged_params(name)}
+        for key in stage.params:
+            assert any(k == key or k.startswith(key + ".") for k in logged) or _empty(ctx, key), (name, key)
+        assert all(any(k == key or k.startswith(key + ".") for key in stage.params) for k in logged), name
+    for path in sorted((LIB / "stages").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "stage_run":
+                assert not [k.arg for k in node.keywords if k.arg == "sections"], f"{path.name}:{node.lineno}"
+
+
+def _empty(ctx, key: str) -> bool:
+    """A params key whose value is null or empty logs nothing (e.g. `replay` in the main params)."""
+    value = ctx.params.model_dump(mode="json", by_alias=True)
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value in (None, {}, [])

@@ -34,9 +34,12 @@ def test_policy_is_typed_and_rejects_unknown_keys():
 
 @pytest.mark.parametrize("old, new", sorted(MOVED_KEYS.items()))
 def test_an_old_key_fails_in_one_line_naming_file_old_and_new_key(tmp_path, old, new):
-    section, key = old.split(".")
+    *sections, key = old.split(".")  # gateway.router.lam: a key two sections deep
+    raw = {key: "max" if "norm" in key else False}
+    for section in reversed(sections):
+        raw = {section: raw}
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump({section: {key: "max" if "norm" in key else False}}))
+    path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ParamsError) as err:
         load_params(path)
     message = str(err.value)

@@ -11,7 +11,7 @@ import argparse
 from jouleroute.replay import run_import
 from jouleroute.stages import StageFailed
 from jouleroute.stages.context import StageContext
-from jouleroute.stages.replay import finish_profile
+from jouleroute.stages.profile_record import finish_profile
 
 
 def import_command(ctx: StageContext, args: argparse.Namespace | None = None) -> dict | int:

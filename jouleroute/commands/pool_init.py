@@ -73,7 +73,7 @@ def render(folder: str, table: str | None, root: Path = REPO) -> dict[str, str]:
       - {table}
       - jouleroute/replay
       - jouleroute/commands/import_outcomes.py
-      - jouleroute/stages/replay.py
+      - jouleroute/stages/profile_record.py
       - jouleroute/tournament/summary.py
       - data/outcomes/tokenizers/smollm2-135m-instruct   # counts tokens a row does not give (energy.tokenizer_file)
       - data/external/energy/mlenergy-v2                          # models rows without energy_j (energy.reference_dir)

@@ -1,10 +1,12 @@
 """Build a gateway from params: the router, the upstreams and the keys its config names.
 
 With an empty ``gateway`` section this is the embedded default of ``jouleroute serve``: the
-pool's candidates generated in-process (one loaded model per pool model) behind the router the
-evaluate stage chose on val and registered in MLflow under the alias ``champion`` (any family;
-the trained LM router of ``paths.grpo_dir/model`` when the store has no champion), energy metered
-with the ``energy`` section's meter. A ``gateway.router`` in the config always wins.
+pool's candidates generated in-process (one loaded model per pool model) behind the champion, the
+router the evaluate stage chose on val and saved as fitted, with its λ, in this workspace's
+``evaluate_dir/champion`` (routing/champion.py: any family, loaded, never refitted; checked against the
+MLflow registry's alias ``champion`` when the store has one). Without a champion it is the trained LM
+router of ``paths.grpo_dir/model`` at ``router.lam``. Energy is metered with the ``energy`` section's
+meter. A ``gateway.router`` in the config always wins.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from jouleroute.gateway.remote import RemoteUpstream
 from jouleroute.gateway.upstreams import InProcessUpstream, Upstream
 from jouleroute.paths import PathsConfig
 from jouleroute.pool import CandidateSpec, ModelSpec
-from jouleroute.provenance import stable_hash
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.routing.lm.config import RouterConfig
 
@@ -49,6 +50,7 @@ class Params(Protocol):
     typed params file sits above every package, so the gateway names what it needs instead of importing it."""
 
     paths: PathsConfig
+    profile_source: str  # tournament: the pool's order of candidates; otherwise the profile's, sorted
     pool: Sequence[CandidateSpec]
     models: dict[str, ModelSpec]
     backend: BackendConfig
@@ -71,119 +73,175 @@ def check_exposure(cfg: GatewayConfig, keys: KeyStore) -> None:
                          f"${cfg.auth.keys_env}); set keys, bind to 127.0.0.1, or set gateway.auth.allow_anonymous")
 
 
-def champion_router(p: Params, root: Path) -> GatewayRouterConfig | None:
-    """The router registered under the alias ``champion`` (the evaluate stage's choice on val), as the
-    router config that builds it; ``None`` when tracking is off or the store holds no champion."""
+def champion_dir(p: Params, root: Path) -> Path:
+    return p.paths.resolve("evaluate_dir", root) / "champion"
+
+
+def check_registry(p: Params, root: Path, record: dict) -> None:
+    """Warn when the registry's alias ``champion`` names another evaluate run than this workspace's champion
+    (after ``exp apply`` or ``git checkout`` + ``dvc checkout`` the workspace's is the one served)."""
     from jouleroute.tracking import champion, tracking_uri
 
     if not p.tracking.enabled:
-        return None
+        return
     found = champion(tracking_uri(p.paths.resolve("mlflow_db", root)), p.tracking.experiment)
-    if found is None:
+    if found is None or not record.get("evaluate_run_id"):
+        return
+    if found.get("evaluate_run_id") != record["evaluate_run_id"]:
+        logger.warning("the registry's champion (%s version %s, evaluate run %s) is not this workspace's (evaluate "
+                       "run %s): serving the workspace's, the evaluate output checked out here", found["name"],
+                       found["version"], found.get("evaluate_run_id"), record["evaluate_run_id"])
+    else:
+        logger.info("the workspace's champion is the registry's %s version %s", found["name"], found["version"])
+
+
+def champion_router(p: Params, root: Path, meter: Meter) -> GatewayRouter | None:
+    """The champion saved by the evaluate stage in this workspace, loaded as fitted and served at the λ it
+    was evaluated at (or the λ that meets ``router.target`` on its val sweep); ``None`` when the workspace
+    has none."""
+    from jouleroute.routing.champion import read_champion
+
+    folder = champion_dir(p, root)
+    record = read_champion(folder)
+    if record is None:
         return None
-    family = found["family"]
-    if family != "lm" and found.get("baselines_hash") != stable_hash(
-            {"baselines": p.baselines.model_dump(mode="json", by_alias=True)}):
-        logger.warning("the champion %s was chosen with other `baselines` params than these; it is refitted with "
-                       "these (rerun `make run` to choose again)", family)
-    logger.info("serving the champion: %s (%s version %s, mean val utility %s, margin over %s: %s)",
-                family if family != "lm" else f"lm/{found.get('checkpoint')}", found["name"], found["version"],
-                found.get("val_utility"), found.get("runner_up"), found.get("margin"))
-    query_energy = found.get("query_energy") == "1"  # the champion decides with per-query energy
-    if family != "lm":
-        return GatewayRouterConfig(kind=family, query_energy=query_energy)
-    return GatewayRouterConfig(kind=family, path=found.get("model_dir") or None,
-                               knn_weight=float(found.get("knn_weight") or 0.0),
-                               knn_energy=found.get("knn_energy") or "first", query_energy=query_energy)
+    check_registry(p, root, record)
+    lam, family = float(record["lam"]), record["family"]
+    if p.router.target is not None:
+        lam = target_lam(p, record.get("val_sweep"), folder)
+    elif lam != p.router.lam:
+        logger.warning("the champion was evaluated at λ=%g and is served there; params say router.lam=%g (rerun "
+                       "`dvc repro evaluate` to deploy that)", lam, p.router.lam)
+    with_energy = record.get("query_energy") or []  # the parts that decide with per-query energy
+    logger.info("serving the champion: %s at λ=%g (mean val utility %s%s; %s)", record["name"], lam,
+                record.get("val_utility"), ", per-query energy" if with_energy else "", folder)
+
+    def energy_of(part: str):
+        return (lambda: _saved(folder, "query_energy", record, None)) if part in with_energy else None
+
+    if family == "lm":
+        evidence = record.get("knn_evidence") or {}
+        rc = GatewayRouterConfig(path=record["model_dir"], knn_weight=float(evidence.get("weight", 0.0)),
+                                 knn_energy=evidence.get("energy", "first"))
+
+        def knn():
+            return _with_query_energy(p, _saved(folder, "knn", record, meter), energy_of("knn"))
+
+        return lm_router(p, rc, root, meter, lam, knn, energy_of("lm"))
+    router = _with_query_energy(p, _saved(folder, "router", record, meter), energy_of("router"))
+    return ScoringGatewayRouter(router, tuple(record["lambda_range"]), lam)
 
 
-def target_lam(p: Params, root: Path, rc: GatewayRouterConfig, serving_champion: bool) -> GatewayRouterConfig:
-    """``rc`` at the λ that meets ``router.target`` on the champion's val sweep (the evaluate stage's
-    report.json, ``target.val_sweep``; routing/target.py); ``rc`` unchanged without a target."""
-    if p.router.target is None:
-        return rc
-    import json
-
+def target_lam(p: Params, sweep: dict | None, folder: Path) -> float:
+    """The λ that meets ``router.target`` on the champion's val sweep (saved with the champion by the evaluate
+    stage; routing/target.py); raises ``TargetNotMet`` (a ValueError) with the closest λ."""
     from jouleroute.routing.target import resolve_lambda
 
-    if not serving_champion:
-        raise ValueError("router.target is resolved on the champion's val sweep, but gateway.router names another "
-                         "router: drop gateway.router to serve the champion, or give gateway.router.lam")
-    report = p.paths.resolve("evaluate_dir", root) / "report.json"
-    sweep = (json.loads(report.read_text()).get("target") or {}).get("val_sweep") if report.is_file() else None
     if not sweep:
-        raise FileNotFoundError(f"router.target needs the champion's val sweep in {report}; run the evaluate stage")
-    lam = resolve_lambda(p.router.target, sweep)  # raises TargetNotMet (a ValueError) with the closest λ
+        raise FileNotFoundError(f"router.target needs the champion's val sweep, which {folder} does not hold; rerun "
+                                "`dvc repro evaluate`")
+    lam = resolve_lambda(p.router.target, sweep)
     logger.info("router.target %s %g: serving at λ=%g, chosen on val", p.router.target.kind, p.router.target.value,
                 lam)
-    return rc.model_copy(update={"lam": lam})
+    return lam
+
+
+def _saved(folder: Path, key: str, record: dict, meter: Meter | None):
+    from jouleroute.routing.baselines.config import EmbeddingConfig
+    from jouleroute.routing.baselines.embeddings import build_embedder
+    from jouleroute.routing.champion import load_fitted
+
+    return load_fitted(folder, key, build_embedder(EmbeddingConfig.model_validate(record["embedding"])), meter)
+
+
+def _with_query_energy(p: Params, router, query_energy):
+    """``router`` deciding with the per-query energy model ``query_energy()`` loads (the champion's, as evaluate
+    fitted it), or ``router`` itself without one."""
+    if query_energy is None:
+        return router
+    from jouleroute.routing.baselines.query_energy import PerQueryEnergy
+
+    return PerQueryEnergy(router, query_energy(), p.energy_policy.norm)
+
+
+def lm_router(p: Params, rc: GatewayRouterConfig, root: Path, meter: Meter, lam: float, knn,
+              query_energy=None) -> GatewayRouter:
+    """The LM router of ``rc.path`` (default ``grpo_dir/model``), deciding with ``query_energy()``'s per-query
+    energy when given and blended with ``knn()``'s evidence when ``rc`` says so."""
+    from jouleroute.routing.lm.router import LMRouter
+
+    path = Path(rc.path) if rc.path else p.paths.resolve("grpo_dir", root) / "model"
+    path = path if path.is_absolute() else root / path
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"gateway.router: no trained LM router at {path}; run `make run` (or `dvc repro "
+                                "grpo`) first, or set gateway.router.path / gateway.router.kind")
+    lm = _with_query_energy(p, LMRouter(path, meter=meter, cfg=p.router.model_copy(update={"precision": rc.precision})),
+                            query_energy)
+    if rc.knn_weight == 0 and rc.knn_energy == "first":
+        return lm_gateway_router(lm, lam)
+    from jouleroute.routing.blend import BlendRouter
+
+    blend = BlendRouter(lm, knn(), rc.knn_weight, rc.knn_energy, name=f"lm:{path.parent.name}+knn")
+    logger.info("the LM router blends kNN's evidence: weight %g, energy from %s", rc.knn_weight, rc.knn_energy)
+    return ScoringGatewayRouter(blend, lm.spec.lambda_range, lam, batch_size=p.router.batch_size)
 
 
 def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> GatewayRouter:
     rc = cfg.router
-    champion = "router" not in cfg.model_fields_set  # no router configured: the champion, when there is one
-    if champion:
-        rc = champion_router(p, root) or rc
-    rc = target_lam(p, root, rc, champion)
+    if "router" not in cfg.model_fields_set:  # no router configured: the champion, when there is one
+        served = champion_router(p, root, meter)
+        if served is not None:
+            return served
+    if p.router.target is not None:
+        raise ValueError("router.target is resolved on the champion's val sweep, but there is no champion here or "
+                         "gateway.router names another router: drop gateway.router to serve the champion (run "
+                         "`make run`), or drop router.target and give router.lam")
     low, high = min(p.router_data.lambdas), max(p.router_data.lambdas)
+    lam = p.router.lam
+    query_energy = (lambda: fitted_query_energy(p, root)) if rc.query_energy else None
     if rc.kind == "lm":
-        from jouleroute.routing.lm.router import LMRouter
-
-        path = Path(rc.path) if rc.path else p.paths.resolve("grpo_dir", root) / "model"
-        path = path if path.is_absolute() else root / path
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"gateway.router: no trained LM router at {path}; run `make run` (or `dvc repro "
-                                    "grpo`) first, or set gateway.router.path / gateway.router.kind")
-        lm = LMRouter(path, meter=meter, cfg=p.router.model_copy(update={"precision": rc.precision}))
-        if rc.query_energy:
-            lm = with_query_energy(p, root, lm)
-        if rc.knn_weight == 0 and rc.knn_energy == "first":
-            return lm_gateway_router(lm, rc.lam)
-        from jouleroute.routing.blend import BlendRouter
-
-        blend = BlendRouter(lm, fitted_baseline(p, "knn", root, meter), rc.knn_weight, rc.knn_energy,
-                            name=f"lm:{path.parent.name}+knn")
-        logger.info("the LM router blends kNN's evidence: weight %g, energy from %s", rc.knn_weight, rc.knn_energy)
-        return ScoringGatewayRouter(blend, lm.spec.lambda_range, rc.lam, batch_size=p.router.batch_size)
+        return lm_router(p, rc, root, meter, lam, lambda: fitted_baseline(p, "knn", root, meter), query_energy)
     if rc.kind == "always":
         from jouleroute.routing.baselines.simple import AlwaysRouter
 
         return ScoringGatewayRouter(AlwaysRouter(rc.candidate, p.candidate_ids), (low, high), low)
-    baseline = fitted_baseline(p, rc.kind, root, meter)
-    return ScoringGatewayRouter(with_query_energy(p, root, baseline) if rc.query_energy else baseline, (low, high),
-                                rc.lam)
+    baseline = _with_query_energy(p, fitted_baseline(p, rc.kind, root, meter), query_energy)
+    return ScoringGatewayRouter(baseline, (low, high), lam)
 
 
-def with_query_energy(p: Params, root: Path, router):
-    """``router`` deciding with per-query energy ê_c(x), fitted at start-up on the profile as evaluate fits it."""
+def fitted_query_energy(p: Params, root: Path):
+    """Per-query energy ê_c(x) for a configured router (``gateway.router.query_energy``), fitted at start-up on
+    the profile's train split as the evaluate stage fits it (the champion brings its own, fitted by evaluate)."""
     import pandas as pd
 
     from jouleroute.routing.baselines.embeddings import build_embedder
-    from jouleroute.routing.baselines.query_energy import PerQueryEnergy, QueryEnergyModel
+    from jouleroute.routing.baselines.query_energy import QueryEnergyModel
+    from jouleroute.routing.registry import candidate_order
 
     profile = pd.read_parquet(p.paths.resolve("profile", root))
     queries = pd.read_parquet(p.paths.resolve("queries", root))
     embedding = p.baselines.embedding.model_copy(update={"cache_dir": None})
-    model = QueryEnergyModel(router.candidates, build_embedder(embedding), seed=p.baselines.seed,
-                             strip_scaffold=p.baselines.strip_scaffold)
+    model = QueryEnergyModel(candidate_order(profile, p.candidate_ids, p.profile_source), build_embedder(embedding),
+                             seed=p.baselines.seed, strip_scaffold=p.baselines.strip_scaffold)
     model.fit(profile, queries, energy_column=p.energy_policy.column, split=p.baselines.train_split)
     logger.info("the router decides with per-query energy (fitted on %s)", p.baselines.train_split)
-    return PerQueryEnergy(router, model, p.energy_policy.norm)
+    return model
 
 
 def fitted_baseline(p: Params, kind: str, root: Path, meter: Meter):
-    """A learned baseline fitted at start-up on the profile, as the evaluate stage fits it."""
+    """A learned baseline named in ``gateway.router`` (not the champion, which is loaded as evaluate fitted
+    it): fitted at start-up on the profile, on the same train sample and candidate order as evaluate's."""
     import pandas as pd
 
-    from jouleroute.routing.registry import build_router as build_baseline
+    from jouleroute.routing.registry import build_router as build_baseline, candidate_order, sample_train
 
     profile = pd.read_parquet(p.paths.resolve("profile", root))
     queries = pd.read_parquet(p.paths.resolve("queries", root))
-    candidates = [c for c in p.candidate_ids if c in set(profile["candidate_id"])] or sorted(
-        profile["candidate_id"].unique())
+    candidates = candidate_order(profile, p.candidate_ids, p.profile_source)  # as evaluate orders them
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
         update={"cache_dir": None})})  # routed queries are new every time: a cache only grows
-    return build_baseline(kind, profile, queries, candidates, baselines, meter=meter, energy=p.energy_policy)
+    return build_baseline(kind, sample_train(profile, baselines), queries, candidates,
+                          baselines, meter=meter, energy=p.energy_policy, lam=p.router.lam)
 
 
 def default_upstream(p: Params, cand) -> UpstreamConfig:

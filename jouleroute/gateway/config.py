@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from jouleroute.pool import ServedEnergy
+from jouleroute.routing.families import learned_families
 from jouleroute.strict import StrictModel
 
 AUTO_MODEL = "jouleroute-auto"
@@ -23,14 +24,14 @@ class GatewayRouterConfig(StrictModel):
     """Which router answers ``model: jouleroute-auto``.
 
     ``lm``: the trained LM router checkpoint (default ``paths.grpo_dir/model``).
-    ``knn`` / ``mlp`` / ``mf``: a baseline fitted at start-up on the profile's train split
-    (``baselines`` section). ``always``: one fixed candidate (a routing-free deployment).
+    ``knn`` / ``mlp`` / ``mf`` (any learned family of ``jouleroute.routing.families``): a baseline fitted at
+    start-up on the profile's train split (``baselines`` section). ``always``: one fixed candidate (a
+    routing-free deployment).
     """
 
-    kind: Literal["lm", "knn", "mlp", "mf", "always"] = "lm"
+    kind: str = "lm"
     path: str | None = None  # lm: checkpoint folder; relative paths are from the repo root
     candidate: str | None = None  # always: the candidate
-    lam: float | None = Field(default=None, ge=0)  # default energy weight; None: router.lam / baselines.lam
     # concurrent queries decided in one router pass; None: the router's own (LM: router.batch_size)
     batch_size: int | None = Field(default=None, ge=1)
     batch_wait_s: float = Field(default=0.002, ge=0)  # how long a pass waits for company
@@ -44,6 +45,14 @@ class GatewayRouterConfig(StrictModel):
     # decide with per-query energy ê_c(x) (routing/baselines/query_energy.py), fitted at start-up on the profile's
     # train split, as the evaluate stage adopted it on val (a champion's tag query_energy)
     query_energy: bool = False
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        kinds = ("lm", *learned_families(), "always")
+        if kind not in kinds:
+            raise ValueError(f"unknown router kind '{kind}'; valid: {', '.join(kinds)}")
+        return kind
 
     @model_validator(mode="after")
     def _always_needs_candidate(self) -> "GatewayRouterConfig":

@@ -2,7 +2,7 @@
 
 A router reads a batch of queries once and returns ``Scores`` (``jouleroute.routing.scores``);
 ``route`` is that score decided at one energy weight λ. Adding a router family means one
-module with a ``Router`` subclass plus one line in ``jouleroute.routing.registry``.
+module with a ``Router`` subclass that registers itself in ``jouleroute.routing.families``.
 """
 
 from __future__ import annotations

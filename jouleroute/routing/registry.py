@@ -1,7 +1,7 @@
-"""Baseline routers by name: the table, and one function that builds (and trains) any of them.
+"""Baseline routers by name: one function that builds (and trains) any registered family.
 
-Names are the families of ``BaselinesConfig.families``; ``always`` takes its
-candidate after a colon (``always:<candidate_id>``), and ``baseline_names``
+Names are the families of ``BaselinesConfig.families``, registered in ``jouleroute.routing.families``;
+``always`` takes its candidate after a colon (``always:<candidate_id>``), and ``baseline_names``
 expands a family list into the concrete router names for a pool.
 """
 
@@ -17,24 +17,12 @@ from jouleroute.energy.config import EnergyPolicy
 from jouleroute.routing.base import Router
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.routing.baselines.embeddings import Embedder, build_embedder
-from jouleroute.routing.baselines.knn import KNNRouter
 from jouleroute.routing.baselines.learned import LearnedRouter
-from jouleroute.routing.baselines.mf import MFRouter
-from jouleroute.routing.baselines.mlp import MLPRouter
 from jouleroute.routing.baselines.simple import AlwaysRouter, OracleRouter, RandomRouter
 from jouleroute.routing.baselines.task_best import TaskBestRouter
+from jouleroute.routing.families import get_family, router_families
 
 log = logging.getLogger(__name__)
-
-ROUTER_FAMILIES: dict[str, type[Router]] = {
-    "always": AlwaysRouter,
-    "random": RandomRouter,
-    "oracle": OracleRouter,
-    "knn": KNNRouter,
-    "mlp": MLPRouter,
-    "mf": MFRouter,
-    "task_best": TaskBestRouter,  # each task to its most accurate candidate on train (a fixed rule)
-}
 
 
 def baseline_names(families: Sequence[str], candidates: Sequence[str]) -> list[str]:
@@ -47,12 +35,31 @@ def baseline_names(families: Sequence[str], candidates: Sequence[str]) -> list[s
 
 def _learned(
     family: str, candidates: Sequence[str], cfg: BaselinesConfig, embedder: Embedder, meter: Meter | None,
-    energy_norm: str,
+    energy_norm: str, lam: float,
 ) -> LearnedRouter:
-    own = getattr(cfg, family).model_dump()  # the family's section: knn, mlp or mf
-    common = dict(lam=cfg.lam, energy_norm=energy_norm, meter=meter, seed=cfg.seed,
+    section = cfg.section(family)  # the family's own params: baselines.<family>
+    own = section.model_dump() if section is not None else {}
+    common = dict(lam=lam, energy_norm=energy_norm, meter=meter, seed=cfg.seed,
                   strip_scaffold=cfg.strip_scaffold)
-    return ROUTER_FAMILIES[family](candidates, embedder, overhead_sample=cfg.overhead_sample, **own, **common)
+    return get_family(family).router(candidates, embedder, overhead_sample=cfg.overhead_sample, **own, **common)
+
+
+def candidate_order(profile: pd.DataFrame, pool_ids: Sequence[str], profile_source: str) -> list[str]:
+    """The profile's candidates in the order every router is built with: the pool's for a tournament profile,
+    sorted otherwise (a replayed or imported profile has no pool order)."""
+    present = set(profile["candidate_id"])
+    order = pool_ids if profile_source == "tournament" else sorted(present)
+    return [c for c in order if c in present]
+
+
+def sample_train(profile: pd.DataFrame, cfg: BaselinesConfig) -> pd.DataFrame:
+    """The profile with at most ``cfg.max_train_queries`` queries of ``cfg.train_split`` (seeded sample)."""
+    split, limit = cfg.train_split, cfg.max_train_queries
+    ids = pd.Series(sorted(profile.loc[profile["split"] == split, "query_id"].unique()))
+    if limit is None or len(ids) <= limit:
+        return profile
+    keep = set(ids.sample(n=limit, random_state=cfg.seed))
+    return profile[(profile["split"] != split) | profile["query_id"].isin(keep)]
 
 
 def build_router(
@@ -67,6 +74,7 @@ def build_router(
     eval_profile: pd.DataFrame | None = None,
     embedder: Embedder | None = None,
     energy: EnergyPolicy = EnergyPolicy(),
+    lam: float = 0.5,
 ) -> Router:
     """Build the baseline called ``name`` for the pool ``candidates``; learned ones are trained here.
 
@@ -74,16 +82,17 @@ def build_router(
     - ``random``: random at ``mix`` (candidate -> share; pass the learned router's
       mix, see ``simple.mix_of``); without one, a uniform mix over the pool.
     - ``oracle``: needs ``eval_profile``, the profile rows of the queries it will route.
-    - ``knn`` / ``mlp`` / ``mf``: fit on the ``cfg.train_split`` rows of ``profile_train``
+    - a learned family (``knn``, ``mlp``, ``mf``, any registered one): fit on the ``cfg.train_split`` rows of ``profile_train``
       with questions from ``queries_train``. ``embedder`` overrides ``cfg.embedding``
       (tests inject a fast one); ``meter`` measures their routing overhead.
 
     ``energy`` (params ``energy_policy``): the profile column the learned ones and the oracle read, and
-    the norm that scales the learned ones' predicted joules.
+    the norm that scales the learned ones' predicted joules. ``lam``: the λ of ``route`` when it is given
+    none (the deployed one, params ``router.lam``; evaluation decides at every λ of its sweep).
     """
     family, _, argument = name.partition(":")
-    if family not in ROUTER_FAMILIES:
-        valid = ", ".join(ROUTER_FAMILIES)
+    if family not in router_families():
+        valid = ", ".join(router_families())
         raise ValueError(f"unknown router '{name}'; valid: {valid} (always as always:<candidate_id>)")
     if family == "always":
         if not argument:
@@ -105,5 +114,7 @@ def build_router(
         if eval_profile is None:
             raise ValueError("the oracle needs eval_profile: the profile rows of the queries it will route")
         return OracleRouter(eval_profile, candidates, energy_column=energy.column)
-    router = _learned(family, candidates, cfg, embedder or build_embedder(cfg.embedding), meter, energy.norm)
+    if not get_family(family).learned:
+        raise ValueError(f"router family '{family}' is registered as not learned but has no builder here")
+    router = _learned(family, candidates, cfg, embedder or build_embedder(cfg.embedding), meter, energy.norm, lam)
     return router.fit(profile_train, queries_train, energy_column=energy.column, split=cfg.train_split)

@@ -17,12 +17,13 @@ from pathlib import Path
 import pandas as pd
 
 from jouleroute.stages.context import StageContext
+from jouleroute.stages.inputs import grpo_run
 
 logger = logging.getLogger(__name__)
 
 
 def budget_stage(ctx: StageContext) -> dict:
-    from jouleroute.stages.sft import base_model_dir
+    from jouleroute.stages.inputs import base_model_dir
     from jouleroute.training.budget import BudgetInputs, outcome_rows, run_budget
     from jouleroute.training.router_data import UNPROFILED
 
@@ -41,13 +42,13 @@ def budget_stage(ctx: StageContext) -> dict:
                           prior_strength=ctx.params.router_data.prior_strength)
     live, completed = None, None
     if ctx.params.grpo.reward_source == "live":  # rollouts run on the tournament's backend, into its shard store
-        from jouleroute.stages.tournament import tournament_inputs
+        from jouleroute.stages.inputs import tournament_inputs
         from jouleroute.tournament.live import LiveOutcomes
 
         live = partial(LiveOutcomes, tournament_inputs(ctx))
         if (data_dir / UNPROFILED).is_file():  # the tournament ran SFT's share only: (a) at 1 needs the rest
             inputs.data_dir, completed = complete_train_tournament(ctx, live, column, out_dir / "router_data")
-    with ctx.stage_run("budget", sections=("budget", "sft", "grpo", "router"),
+    with ctx.stage_run("budget",
                        energy_source=spec.get("energy_source")) as run:
         result = run_budget(ctx.params.budget, ctx.params.sft, ctx.params.grpo, ctx.params.router, inputs,
                             live=live, completed=completed)
@@ -97,16 +98,11 @@ def _log(ctx: StageContext, run, result: dict) -> None:
     run.log_artifact(out_dir / "budget.png", "plots")
     run.log_dict(result, "budget.json")
     run.set_tags({"profiling_energy_source": result["energy_source"], "reward_source": result["reward_source"]})
-    grpo = _latest_grpo_run(run)
+    grpo = grpo_run(ctx).get("run_id")
     if grpo is not None:
         run.set_tags({"extends_grpo_run": grpo})
         run.client.log_artifact(grpo, str(out_dir / "budget.png"), artifact_path="plots")
         run.client.set_tag(grpo, "budget_run", run.run_id)
 
 
-def _latest_grpo_run(run) -> str | None:
-    """The newest `grpo` stage run of this experiment: the training this curve puts a price on."""
-    experiment = run.client.get_run(run.run_id).info.experiment_id
-    found = run.client.search_runs([experiment], filter_string="tags.stage = 'grpo' and tags.run_kind = 'stage'",
-                                   order_by=["attributes.start_time DESC"], max_results=1)
-    return found[0].info.run_id if found else None
+

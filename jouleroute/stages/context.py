@@ -69,16 +69,26 @@ class StageContext:
         return {"stage": stage, "git_sha": git_sha(self.root), "params_hash": self.params_hash,
                 "params_file": str(self.params_path.name), "profile_source": self.params.profile_source}
 
-    def stage_run(self, stage: str, sections: tuple[str, ...] | None = None, energy_source: str | None = None):
+    def stage_run(self, stage: str, energy_source: str | None = None):
         """The stage's one MLflow run (``None`` inside when tracking is off), started when the stage began, with
-        the params of ``sections`` (default: the stage's own section). The stage hands it to the code that logs."""
+        the params the stage depends on in dvc.yaml (``logged_params``). The stage hands it to the code that logs."""
+        return stage_run(self.tracking_uri, self.params.tracking.experiment, stage, self.tags(stage),
+                         self.logged_params(stage), energy_source, start_time_ms=self.started_ms)
+
+    def logged_params(self, stage: str) -> dict[str, str]:
+        """The params keys of ``stage`` in its dvc.yaml (a section, or a dotted key such as
+        ``grpo.reward_source``), flattened: what MLflow logs is what DVC reruns the stage for."""
         dump = self.params.model_dump(mode="json", by_alias=True)
-        params = {}
-        for section in (stage,) if sections is None else sections:
-            if dump.get(section) is not None:
-                params.update(flat_params(section, dump[section]))
-        return stage_run(self.tracking_uri, self.params.tracking.experiment, stage, self.tags(stage), params,
-                         energy_source, start_time_ms=self.started_ms)
+        keys = next((found[stage].params for path in self.dvc_yamls if path.exists()
+                     and stage in (found := table.read(path))), (stage,))
+        params: dict[str, str] = {}
+        for key in keys:
+            value = dump
+            for part in key.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if value is not None:
+                params.update(flat_params(key, value))
+        return params
 
     @property
     def dvc_yamls(self) -> list[Path]:

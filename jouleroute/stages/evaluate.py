@@ -3,7 +3,8 @@
 On the test split: every single candidate, random, oracle, kNN/MLP/MF baselines and the LM
 router over the lambda sweep; AIQ, APGR, savings captured, phase transition, the LM router's
 paired-bootstrap CI against each baseline, plots, MLflow. On val only: the router to deploy
-(family and checkpoint), registered in MLflow under the alias `champion`.
+(family and checkpoint), saved as fitted with the deployed λ (`router.lam`) in `evaluate_dir/champion/`
+(what `jouleroute serve` loads) and registered in MLflow under the alias `champion`.
 """
 
 from __future__ import annotations
@@ -21,24 +22,26 @@ from jouleroute.evaluation.mlflow_log import flatten
 from jouleroute.evaluation.overhead import cache_key, stable_overhead
 from jouleroute.evaluation.selection import read_val_rows, val_queries
 from jouleroute.routing.blend import blend_scores
-from jouleroute.routing.registry import build_router
+from jouleroute.routing.champion import clear_champion, save_champion
+from jouleroute.routing.families import learned_families
+from jouleroute.routing.registry import build_router, candidate_order, sample_train
 from jouleroute.routing.scores import Scores
 from jouleroute.routing.baselines.simple import mix_of
 from jouleroute.stages.context import StageContext
-from jouleroute.tracking import StageRun, flat_params, tag_latest_router
+from jouleroute.stages.inputs import grpo_run
+from jouleroute.tracking import StageRun, tag_router_version
 
 logger = logging.getLogger(__name__)
 
 # Inputs of dvc.yaml the stage can do without (the CLI checks the others first): without a trained LM
 # router, evaluate scores the baselines alone; without val rows, no champion is chosen.
 OPTIONAL_INPUTS = ("grpo_dir", "sft_dir", "router_data_dir")
-LEARNED_FAMILIES = ("knn", "mlp", "mf")
 LM_ALONE = "lm_alone"  # the LM router without kNN evidence, reported when val chose to add some
 
 
 def evaluate_stage(ctx: StageContext):
     """The stage opens its one MLflow run (failed if the body raises) and hands it to the code that logs."""
-    with ctx.stage_run("evaluate", sections=()) as run:  # params: the evaluate config, logged with the results
+    with ctx.stage_run("evaluate") as run:  # params: what dvc.yaml says evaluate depends on
         return _evaluate(ctx, run)
 
 
@@ -46,8 +49,7 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     p = ctx.params
     profile = pd.read_parquet(ctx.path("profile"))
     queries = pd.read_parquet(ctx.path("queries"))
-    order = p.candidate_ids if p.profile_source == "tournament" else sorted(profile["candidate_id"].unique())
-    candidates = [c for c in order if c in set(profile["candidate_id"])]
+    candidates = candidate_order(profile, p.candidate_ids, p.profile_source)
     split = p.evaluate.split
     queries = _sample_split(queries, split, p.evaluate.max_queries, p.evaluate.seed)
     test_queries = queries[queries["split"] == split].sort_values("query_id").reset_index(drop=True)
@@ -62,14 +64,14 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
         lm_scores = stable_overhead(lm_scores, _lm_overhead_key(ctx, lm_router, meter), overhead_cache(ctx))
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
         update={"cache_dir": str(ctx.path("embedding_cache"))})})
-    learned = [family for family in LEARNED_FAMILIES if family in baselines.families]
+    learned = [family for family in learned_families() if family in baselines.families]
     tick = ctx.progress(len(learned), "baselines (embed, fit, route)") if learned else None
     fitted, test_scores = {}, {}
     for family in learned:
-        train_profile = _sample_train(profile, baselines.train_split, baselines.max_train_queries, baselines.seed)
+        train_profile = sample_train(profile, baselines)
         router = fitted[family] = build_router(family, train_profile, queries, candidates, baselines,
-                                               meter=meter, energy=p.energy_policy)
-        settings = {"baselines": p.baselines.model_dump(mode="json", exclude={"lam"}),
+                                               meter=meter, energy=p.energy_policy, lam=p.router.lam)
+        settings = {"baselines": p.baselines.model_dump(mode="json"),
                     "train_rows": len(train_profile)}
         key = cache_key(family, settings, meter.source, meter.device_info())
         test_scores[family] = stable_overhead(router.score(test_queries), key, overhead_cache(ctx))
@@ -94,7 +96,7 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     for family in learned:
         runs += _swept_runs(family, test_scores[family], lambdas)
     evidence = knn_evidence(ctx, lm_router, fitted.get("knn") if on_train else None, val_rows)
-    lm_runs = []
+    lm_runs, lm_alone = [], lm_scores
     if lm_scores is not None:
         if evidence and not evidence["plain"]:  # the LM router alone stays in the report, for comparison
             runs += _swept_runs(LM_ALONE, lm_scores, lambdas)
@@ -121,10 +123,12 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"), run_tags=ctx.tags("evaluate"),
                           run=run, selection=selection, energy=p.energy_policy)
     write_headline(ctx, result, run)
-    register(ctx, selection, result.mlflow_run_id)
+    champion_dir = save_champion_artifact(ctx, selection, fitted, test_scores, (lm_router, lm_alone, lm_scores),
+                                          evidence, test_queries, result.mlflow_run_id)
+    register(ctx, selection, result.mlflow_run_id, champion_dir)
     if lm_runs and result.mlflow_run_id:
         family = result.metrics["families"].get("lm", {})
-        tag_latest_router(ctx.tracking_uri, p.tracking.experiment,
+        tag_router_version(ctx.tracking_uri, p.tracking.experiment, grpo_run(ctx).get("router_version"),
                           {"aiq": family.get("aiq", "n/a"), "lambda_star": family.get("lambda_star", "n/a"),
                            "evaluate_run_id": result.mlflow_run_id})
     logger.info("evaluation written to %s", ctx.path("evaluate_dir"))
@@ -245,19 +249,77 @@ def champion_target(ctx: StageContext, selection: dict, lm_router, fitted: dict,
     return choose_on_val(ctx.params.router.target, val_sweep(m, scores, list(ctx.params.evaluate.lambdas)))
 
 
-def register(ctx: StageContext, selection: dict | None, run_id: str | None) -> None:
-    """The champion in the Model Registry (alias ``champion``), with its val figures as tags."""
+def save_champion_artifact(ctx: StageContext, selection: dict | None, fitted: dict, test_scores: dict,
+                           lm: tuple, evidence: dict | None, test_queries: pd.DataFrame,
+                           run_id: str | None) -> Path | None:
+    """The chosen router as fitted, with the deployed λ (``router.lam``) and its val sweep (where
+    ``router.target`` finds its λ), in ``evaluate_dir/champion`` (routing/champion.py), and its test decisions
+    at that λ when it was scored on test. ``lm``: the LM router, its scores alone and with kNN evidence."""
+    from jouleroute.routing.baselines.query_energy import PerQueryEnergy
+
+    folder = ctx.path("evaluate_dir") / "champion"
+    if not selection:
+        clear_champion(folder, "no champion chosen: no val rows (router_data's val.jsonl) or no contender")
+        return None
+    p, win = ctx.params, selection["winner"]
+    lam, family = p.router.lam, win["family"]
+    lm_router, lm_alone, lm_blended = lm
+    record = {"family": family, "checkpoint": win["checkpoint"], "name": win["name"], "lam": lam,
+              "lambda_range": [min(p.router_data.lambdas), max(p.router_data.lambdas)],
+              "model_dir": win["model_dir"], "knn_evidence": win.get("knn_evidence"),
+              "val_utility": win["val_utility"], "evaluate_run_id": run_id,
+              "val_sweep": (selection.get("target") or {}).get("val_sweep"),
+              "embedding": p.baselines.embedding.model_dump(mode="json") | {"cache_dir": None}}
+    parts, scores = {}, None  # what the gateway assembles: key -> the fitted router
+    if family in fitted:
+        parts["router"], scores = fitted[family], test_scores[family]
+    elif family == "lm":
+        if win.get("knn_evidence"):
+            parts["knn"] = fitted["knn"]
+        uses_energy = champion_query_energy(selection)
+        if uses_energy and isinstance(lm_router, PerQueryEnergy):
+            parts["lm"] = lm_router  # only its per-query energy is saved: the checkpoint is model_dir
+        blended = bool(evidence and not evidence["plain"])
+        same = win["checkpoint"].startswith(_kept_checkpoint(ctx)) and bool(win.get("knn_evidence")) == blended
+        if same and uses_energy == isinstance(lm_router, PerQueryEnergy):
+            scores = lm_blended if blended else lm_alone  # the LM router evaluate scored on test
+    saved, with_energy = {}, []
+    for key, router in parts.items():
+        if isinstance(router, PerQueryEnergy):  # saved apart: the router, and the one ê model it decides with
+            saved["query_energy"], router = router.model, router.inner
+            with_energy.append(key)
+        if key != "lm":
+            saved[key] = router
+    record["query_energy"] = with_energy  # the parts that decide with per-query energy
+    decisions = None
+    if scores is not None:
+        chosen = scores.decide(lam)
+        decisions = pd.DataFrame({"query_id": chosen.query_ids, "candidate_id": chosen.candidate_ids})
+    logger.info("champion %s saved with λ=%g in %s", win["name"], lam, folder)
+    return save_champion(folder, record, saved, decisions)
+
+
+def champion_query_energy(selection: dict) -> bool:
+    """Whether the champion decides with per-query energy: its family adopted it on val, and for the LM router
+    the contender that won was scored with it (its own ``+query-energy`` one, or the kNN blend)."""
+    win = selection["winner"]
+    adopted = ((selection.get("query_energy") or {}).get("families") or {}).get(win["family"], {}).get("adopted")
+    if win["family"] == "lm":
+        adopted = adopted and ("+query-energy" in win["checkpoint"] or bool(win.get("knn_evidence")))
+    return bool(adopted)
+
+
+def register(ctx: StageContext, selection: dict | None, run_id: str | None, champion_dir: Path | None = None) -> None:
+    """The champion in the Model Registry (alias ``champion``), with its val figures as tags; the version's
+    source is the champion artifact, logged to the evaluate run."""
     if not selection or not run_id:
         return
     from jouleroute.tracking import register_champion
 
     win = selection["winner"]
     pointer = {"family": win["family"], "checkpoint": win["checkpoint"], "model_dir": win["model_dir"] or "",
-               "baselines_hash": ctx.section_hash("baselines")}
-    adopted = ((selection.get("query_energy") or {}).get("families") or {}).get(win["family"], {}).get("adopted")
-    if win["family"] == "lm":  # the LM contenders that were scored with it: its own, and the kNN blend's
-        adopted = adopted and ("+query-energy" in win["checkpoint"] or bool(win.get("knn_evidence")))
-    if adopted:  # served deciding with per-query energy, fitted at start-up like the baselines
+               "lam": f"{ctx.params.router.lam:g}", "baselines_hash": ctx.section_hash("baselines")}
+    if champion_query_energy(selection):  # served deciding with the per-query energy saved with the champion
         pointer["query_energy"] = "1"
     if win.get("knn_evidence"):  # served as the LM router blended with a kNN fitted with these baselines
         pointer |= {"knn_weight": f"{win['knn_evidence']['weight']:g}", "knn_energy": win["knn_evidence"]["energy"]}
@@ -268,7 +330,8 @@ def register(ctx: StageContext, selection: dict | None, run_id: str | None) -> N
             "n_val_queries": selection["n_val_queries"], "evaluate_run_id": run_id,
             "git_sha": ctx.tags("evaluate")["git_sha"]}
     tags |= {f"val_utility.{c['name']}": c["val_utility"] for c in selection["contenders"]}
-    version = register_champion(ctx.tracking_uri, ctx.params.tracking.experiment, run_id, pointer, tags)
+    version = register_champion(ctx.tracking_uri, ctx.params.tracking.experiment, run_id, pointer, tags,
+                                champion_dir)
     logger.info("champion %s registered as %s version %s (alias %s)", win["name"], selection["registered_model"],
                 version, selection["alias"])
 
@@ -290,9 +353,7 @@ def write_headline(ctx: StageContext, result, run: StageRun | None) -> None:
     atomic_write_text(ctx.path("headline"), json.dumps(figures, indent=2) + "\n")
     if run is not None:
         run.log_metrics(flatten(figures))  # the same names in MLflow as in `dvc metrics show`
-        # the params that tell runs apart (`dvc exp run -S router.lam=...`), prefixed by their section
-        dump = ctx.params.model_dump(mode="json", by_alias=True)
-        run.log_params(flat_params("router", dump["router"]) | flat_params("baselines", dump["baselines"]))
+        # the params that tell runs apart (`dvc exp run -S router.lam=...`) were logged when the run opened
 
 
 def _sample_split(queries: pd.DataFrame, split: str, limit: int | None, seed: int) -> pd.DataFrame:
@@ -303,14 +364,6 @@ def _sample_split(queries: pd.DataFrame, split: str, limit: int | None, seed: in
     keep = queries[in_split].sample(n=limit, random_state=seed)
     logger.info("evaluate.max_queries: scoring %d of %d %s queries (seeded sample)", limit, in_split.sum(), split)
     return pd.concat([queries[~in_split], keep]).reset_index(drop=True)
-
-
-def _sample_train(profile: pd.DataFrame, split: str, limit: int | None, seed: int) -> pd.DataFrame:
-    ids = pd.Series(sorted(profile.loc[profile["split"] == split, "query_id"].unique()))
-    if limit is None or len(ids) <= limit:
-        return profile
-    keep = set(ids.sample(n=limit, random_state=seed))
-    return profile[(profile["split"] != split) | profile["query_id"].isin(keep)]
 
 
 def _lm_router(ctx: StageContext, meter):

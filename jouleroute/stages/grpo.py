@@ -10,6 +10,7 @@ import json
 import logging
 
 from jouleroute.stages.context import StageContext, write_json
+from jouleroute.stages.inputs import RUN_RECORD
 from jouleroute.stages.training import heldout_check, log_training_metrics, sft_heldout, training_run
 from jouleroute.tracking import register_router, registered_name
 
@@ -26,14 +27,16 @@ def grpo_stage(ctx: StageContext) -> dict:
             run.log_metrics({"profiling_j.full_train_tournament": full["joules"],
                              "profiling_share_of_full_train_tournament":
                                  metrics["profiling"]["share_of_full_train_tournament"]})
-            _register(ctx, run.run_id, metrics)
+            version = _register(ctx, run.run_id, metrics)
+            # the run, by id, for the stages that write into it or tag its router (budget, evaluate)
+            write_json(ctx.path("grpo_dir") / RUN_RECORD, {"run_id": run.run_id, "router_version": version})
     return metrics
 
 
 def _train_and_check(ctx: StageContext, run) -> dict:
     from functools import partial
 
-    from jouleroute.stages.tournament import tournament_inputs
+    from jouleroute.stages.inputs import tournament_inputs
     from jouleroute.training.common import StepProgress
     from jouleroute.training.grpo import run_grpo
 
@@ -78,7 +81,7 @@ def _compare_to_full_tournament(ctx: StageContext, profiling: dict) -> None:
     profiling["share_of_full_train_tournament"] = profiling["total_joules"] / joules if joules > 0 else None
 
 
-def _register(ctx: StageContext, run_id: str, metrics: dict) -> None:
+def _register(ctx: StageContext, run_id: str, metrics: dict) -> str | None:
     """A new version of the registered router, pointing at the kept weights, in the stage's run."""
     spec = json.loads((ctx.path("router_data_dir") / "router_spec.json").read_text())
     overall = metrics["heldout"].get("overall", {})
@@ -91,6 +94,7 @@ def _register(ctx: StageContext, run_id: str, metrics: dict) -> None:
                                "git_sha": ctx.tags("grpo")["git_sha"]})
     logger.info("router registered in MLflow: %s version %s", registered_name(ctx.params.tracking.experiment),
                 version)
+    return version
 
 
 def compare_checks(sft: dict, grpo: dict) -> dict:

@@ -19,7 +19,7 @@ from jouleroute.replay.pool_rule import choose_candidates
 from jouleroute.replay.public_pools import READERS
 from jouleroute.stages import StageFailed
 from jouleroute.stages.context import StageContext
-from jouleroute.stages.replay import finish_profile
+from jouleroute.stages.profile_record import finish_profile
 
 log = logging.getLogger(__name__)
 

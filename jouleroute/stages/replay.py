@@ -10,9 +10,8 @@ import logging
 
 from jouleroute.replay import run_replay
 from jouleroute.stages import StageFailed
-from jouleroute.stages.context import StageContext, write_json
-from jouleroute.tournament.summary import summarize_profile, summary_metrics, summary_table
-from jouleroute.tracking import flat_params
+from jouleroute.stages.context import StageContext
+from jouleroute.stages.profile_record import finish_profile
 
 logger = logging.getLogger(__name__)
 
@@ -23,24 +22,3 @@ def replay_stage(ctx: StageContext) -> dict:
     result = run_replay(ctx.params.replay, ctx.root, ctx.path("queries"), ctx.path("profile"))
     finish_profile(ctx, "replay", result, ctx.params.replay.model_dump(mode="json"))
     return result
-
-
-def finish_profile(ctx: StageContext, stage: str, result: dict, cfg: dict) -> None:
-    """What every profile source but the tournament writes besides the profile: its metadata, its summary
-    (the tournament's figures, same names) and the stage's MLflow run."""
-    import pandas as pd
-
-    profile = pd.read_parquet(ctx.path("profile"))
-    summary = summarize_profile(profile)
-    write_json(ctx.path("profile_meta"), {**result, "params_hash": ctx.params_hash, "tags": ctx.tags(stage)})
-    write_json(ctx.path("tournament_summary"), summary)
-    logger.info("%s profile: %d rows\n%s", stage, len(profile), summary_table(summary))
-    sources = ",".join(sorted(profile["energy_source"].unique()))
-    with ctx.stage_run(stage, sections=(), energy_source=sources) as run:
-        if run is None:
-            return
-        run.log_params(flat_params(stage, {k: v for k, v in cfg.items() if k != "models"}))
-        run.log_metrics(summary_metrics(summary))  # the same names as the tournament's and summary.json
-        run.set_tags({"energy_sources": sources})
-        run.log_text(summary_table(summary), "profile_summary.md")
-        run.log_dict(result, f"{stage}_result.json")

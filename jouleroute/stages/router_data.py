@@ -23,7 +23,7 @@ def router_data_stage(ctx: StageContext) -> dict:
     stats = run_router_data(profile, queries, ctx.params.router_data, ctx.path("router_data_dir"),
                             ctx.params.energy_policy)
     logger.info("router datasets -> %s", ctx.path("router_data_dir"))
-    with ctx.stage_run("router_data", sections=("router_data", "energy_policy"),
+    with ctx.stage_run("router_data",
                        energy_source=str(stats.get("energy_source"))) as run:
         if run is not None:
             from jouleroute.evaluation.mlflow_log import flatten

@@ -7,18 +7,10 @@ router's held-out check on the val split.
 from __future__ import annotations
 
 from jouleroute.stages.context import StageContext, write_json
+from jouleroute.stages.inputs import base_model_dir
 from jouleroute.stages.training import heldout_check, heldout_key, log_training_metrics, training_run
 
 
-def base_model_dir(ctx: StageContext) -> str:
-    """`sft.base_model`: a key of `models` (converted by the `models` stage), a local folder or a hub id."""
-    name = ctx.params.sft.base_model
-    if name in ctx.params.models:
-        spec = ctx.params.models[name]
-        if spec.source == "pypi-gguf":
-            return str(ctx.path("models_dir") / name)
-        return spec.path or spec.hub_id or name
-    return str(ctx.root / name) if (ctx.root / name).exists() else name
 
 
 def sft_stage(ctx: StageContext) -> dict:

@@ -12,6 +12,7 @@ from pathlib import Path
 from jouleroute.evaluation.report import (comparison_lines, iso_accuracy_lines, savings_note, selection_lines,
                                          target_lines)
 from jouleroute.stages.context import StageContext
+from jouleroute.routing.families import learned_families
 from jouleroute.training.budget import budget_section
 
 TARGET_ACC_POINTS = 0.01  # within 1 accuracy point of the best single open model
@@ -118,7 +119,7 @@ def _targets(report: dict, routers: dict, singles: dict, best_name: str, view: s
     out = [f"Best single open model: **{best_name}** ({best['accuracy']:.3f}, {best['j_per_query']:.1f} J/query).", ""]
     if not lm:
         return out + ["No LM router was evaluated."]
-    baselines = {f: a for f, a in fam_aiq.items() if f in ("knn", "mlp", "mf") and a is not None}
+    baselines = {f: a for f, a in fam_aiq.items() if f in learned_families() and a is not None}
     lm_aiq = fam_aiq.get("lm")
     top = max(baselines, key=baselines.get) if baselines else None
     points = sorted({(round(s["accuracy"], 6), round(s["j_per_query"], 6)) for s in lm.values()})

@@ -20,49 +20,12 @@ import pandas as pd
 from jouleroute.tournament.summary import summarize_profile, summary_metrics, summary_table
 from jouleroute.provenance import file_sha256, git_sha, hardware, library_versions
 from jouleroute.stages.context import StageContext, write_json
+from jouleroute.stages.inputs import tournament_inputs
 from jouleroute.tournament.loading import loading_summary
-from jouleroute.tournament.run import JobRunner, TournamentInputs, run_tournament
-from jouleroute.tournament.served import ModelledRate
+from jouleroute.tournament.run import JobRunner, run_tournament
 from jouleroute.tracking import energy_label
 
 logger = logging.getLogger(__name__)
-
-
-def tournament_inputs(ctx: StageContext) -> TournamentInputs:
-    p = ctx.params
-    return TournamentInputs(
-        queries=pd.read_parquet(ctx.path("queries")), pool=p.pool, models=p.models, backend=p.backend,
-        energy=p.energy, config=p.tournament, models_dir=ctx.path("models_dir"), shards_dir=ctx.path("shards_dir"),
-        profile_path=ctx.path("profile"), data_dir=ctx.path("data_dir"), modelled=modelled_rates(ctx),
-    )
-
-
-def modelled_rates(ctx: StageContext) -> dict[str, ModelledRate]:
-    """Per-token joules of every served candidate, from its ML.ENERGY reference (read where the replay study
-    reads them: the replay section's energy.reference_dir) or its own j_per_output_token."""
-    from jouleroute.replay.config import EnergyMapping, EnergyModelConfig
-    from jouleroute.replay.energy_model import build_token_model
-
-    p = ctx.params
-    reference_cfg = p.replay.energy if p.replay is not None else EnergyModelConfig()
-    rates = {}
-    for i, cand in enumerate(p.pool):
-        energy = cand.energy
-        if p.backend.kind != "openai" or energy is None:
-            continue
-        key = f"pool.{i}.energy"
-        if energy.j_per_output_token is not None:
-            rates[cand.candidate_id] = ModelledRate(energy.j_per_output_token,
-                                                    energy.prefill_share * energy.j_per_output_token,
-                                                    "user-supplied figures", f"params:{key}.j_per_output_token")
-            continue
-        mapping = EnergyMapping(reference=energy.reference, workload=energy.workload,
-                                reason=f"the reference named for served candidate {cand.candidate_id}")
-        model = build_token_model(mapping, reference_cfg.model_copy(update={"prefill_share": energy.prefill_share}),
-                                  ctx.root, key)
-        rates[cand.candidate_id] = ModelledRate(model.j_per_output_token, model.j_per_input_token, model.reference,
-                                                model.reference_file)
-    return rates
 
 
 def profiled_queries(ctx: StageContext, queries: pd.DataFrame) -> pd.DataFrame:
@@ -72,7 +35,7 @@ def profiled_queries(ctx: StageContext, queries: pd.DataFrame) -> pd.DataFrame:
     sft = ctx.params.sft
     if ctx.params.grpo.reward_source != "live" or sft.full_profile_fraction >= 1:
         return queries
-    from jouleroute.training.partial_feedback import profiled_ids
+    from jouleroute.sampling import profiled_ids
 
     train = queries[queries["split"] == "train"]
     keep = set(profiled_ids(train.to_dict("records"), sft.full_profile_fraction, sft.seed))
@@ -136,8 +99,7 @@ def _log_to_mlflow(ctx: StageContext, summary: dict, meta: dict) -> None:
     from jouleroute.evaluation.plots import plot_candidates
 
     label = energy_label(meta["energy_sources"])
-    sections = ("prepare", "pool", "backend", "energy", "tournament")
-    with ctx.stage_run("tournament", sections=sections, energy_source=label) as run:
+    with ctx.stage_run("tournament", energy_source=label) as run:
         if run is None:
             return
         with tempfile.TemporaryDirectory() as tmp:

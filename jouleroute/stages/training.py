@@ -38,7 +38,7 @@ def training_run(ctx: StageContext, stage: str):
     which logs its params and curves into it; the held-out check follows in the same run."""
     spec = json.loads((ctx.path("router_data_dir") / "router_spec.json").read_text())
     check_energy_norm(ctx, spec)
-    return ctx.stage_run(stage, sections=(stage, "router", "energy_policy"), energy_source=spec.get("energy_source"))
+    return ctx.stage_run(stage, energy_source=spec.get("energy_source"))
 
 
 def check_energy_norm(ctx: StageContext, spec: dict) -> None:

@@ -21,7 +21,6 @@ and stored, and the rewards are the same ``ReplayRewards``.
 from __future__ import annotations
 
 import json
-import random
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
@@ -30,30 +29,11 @@ from transformers import TrainerCallback
 
 from jouleroute.routing.scores import energy_penalty as penalty_term
 from jouleroute.routing.scores import normalize_energy_map
+from jouleroute.sampling import profiled_ids  # noqa: F401  (where the tournament reads it too)
 from jouleroute.schema import PairOutcome as Outcome
 from jouleroute.training.rewards import completion_text, get_reward
 
 PROFILED_FILE = "profiled_queries.json"  # written by SFT next to its model: the queries it fitted
-
-
-def profiled_ids(rows: Sequence[dict], fraction: float, seed: int) -> list[str]:
-    """The query ids that get a full tournament: ``fraction`` of each task's train queries (seeded).
-
-    Drawn per task so every task keeps profiled queries for its prior; at least one per task.
-    ``fraction == 1`` keeps every query in its original order (today's SFT, unchanged).
-    """
-    ids = [str(r["query_id"]) for r in rows]
-    if fraction >= 1.0:
-        return ids
-    by_task: dict[str, list[str]] = defaultdict(list)
-    for row in rows:
-        by_task[str(row["task"])].append(str(row["query_id"]))
-    rng = random.Random(seed)
-    chosen: set[str] = set()
-    for task in sorted(by_task):
-        members = sorted(by_task[task])
-        chosen.update(rng.sample(members, max(1, round(fraction * len(members)))))
-    return [qid for qid in ids if qid in chosen]
 
 
 def write_profiled(out_dir: Path, ids: Sequence[str], fraction: float, seed: int) -> Path:

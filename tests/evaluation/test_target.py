@@ -14,8 +14,8 @@ from jouleroute.config import ParamsError
 from jouleroute.evaluation import EvaluateConfig, RouterRun, run_evaluate
 from jouleroute.evaluation.outcomes import build_matrix
 from jouleroute.evaluation.target import choose_on_val, val_sweep
-from jouleroute.gateway.build import target_lam
-from jouleroute.gateway.config import GatewayRouterConfig
+from jouleroute.gateway.build import build_router, target_lam
+from jouleroute.gateway.config import GatewayConfig, GatewayRouterConfig
 from jouleroute.paths import PathsConfig
 from jouleroute.routing.lm.config import RouterConfig
 from jouleroute.routing.scores import Scores
@@ -98,22 +98,19 @@ class _Params(BaseModel):
 
 
 def test_serve_resolves_the_target_on_the_champions_val_sweep(tmp_path: Path):
-    (tmp_path / "artifacts" / "evaluate").mkdir(parents=True)
+    """The λ served for router.target is read off the val sweep saved with the champion (champion.json)."""
     sweep = {"lam": LAMS, "accuracy": ACC, "j_per_query": JOULES, "best_single": "big",
              "best_single_accuracy": 0.8, "best_single_j_per_query": 10.0, "n_queries": 100}
-    (tmp_path / "artifacts" / "evaluate" / "report.json").write_text(json.dumps({"target": {"val_sweep": sweep}}))
-    params = _Params()
-    params = with_target(params, 0.5, None)
-    rc = target_lam(params, tmp_path, GatewayRouterConfig(kind="mlp"), serving_champion=True)
-    assert rc.lam == 0.1 and rc.kind == "mlp"
+    params = with_target(_Params(), 0.5, None)
+    assert target_lam(params, sweep, tmp_path) == 0.1
     with pytest.raises(TargetNotMet, match="no λ of the grid meets energy_share 0.05"):
-        target_lam(with_target(params, 0.05, None), tmp_path, GatewayRouterConfig(kind="mlp"), True)
-    with pytest.raises(ValueError, match="champion's val sweep"):
-        target_lam(params, tmp_path, GatewayRouterConfig(kind="mlp"), serving_champion=False)
-    plain = _Params()
-    assert target_lam(plain, tmp_path, GatewayRouterConfig(kind="mlp", lam=0.3), True).lam == 0.3
+        target_lam(with_target(params, 0.05, None), sweep, tmp_path)
+    with pytest.raises(FileNotFoundError, match="champion's val sweep"):
+        target_lam(params, None, tmp_path)
+    with pytest.raises(ValueError, match="router.target is resolved on the champion's val sweep"):  # no champion
+        build_router(params, GatewayConfig(router=GatewayRouterConfig(kind="mlp")), tmp_path, None)
     with pytest.raises(ParamsError, match="--target-energy-share"):
-        with_target(plain, -1.0, None)
+        with_target(_Params(), -1.0, None)
 
 
 def test_the_evaluate_stage_chooses_the_target_lambda_on_val_and_reports_test(tmp_path):

@@ -1,5 +1,5 @@
 """A champion that is the LM router with kNN evidence (chosen on val by the evaluate stage) is served as
-that blend: the LM checkpoint plus a kNN refitted on the profile, mixed with the registered weight. A real
+that blend: the LM checkpoint plus the kNN saved in the champion artifact, mixed with its weight. A real
 sqlite store and Model Registry, a real loopback server; the LM router is an untrained tiny model."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from jouleroute.routing.lm.spec import RouterSpec
 from jouleroute.stages.evaluate import register
 from tests.conftest import tiny_router_base
 from tests.gateway.conftest import CANDIDATES, ENERGY_J, LiveServer
-from tests.gateway.test_champion import _params
+from tests.gateway.test_champion import _params, save_champion
 
 
 def _lm_folder(root):
@@ -43,6 +43,7 @@ def test_a_blended_champion_is_served_as_the_lm_router_with_knn(tmp_path, upstre
     selection = select(contenders, "max", 24) | {"registered_model": "jouleroute-champion", "alias": "champion"}
     client = MlflowClient(tracking_uri=ctx.tracking_uri)
     run_id = client.create_run(experiment_id(client, ctx.tracking_uri, "jouleroute"), run_name="evaluate").info.run_id
+    save_champion(ctx, selection, run_id)
     register(ctx, selection, run_id)
 
     gateway = build_gateway(ctx.params, ctx.root)

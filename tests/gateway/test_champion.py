@@ -1,6 +1,7 @@
-"""`jouleroute serve` serves the champion by default: the router the evaluate stage registered in MLflow
-under the alias ``champion`` (a real sqlite store and Model Registry), on a real loopback server; an
-explicit ``gateway.router`` still wins."""
+"""`jouleroute serve` serves the champion by default: the router the evaluate stage saved as fitted in the
+workspace's ``evaluate_dir/champion`` and registered in MLflow under the alias ``champion`` (a real sqlite
+store and Model Registry, the artifact logged to the run), on a real loopback server; the workspace's champion
+is the one served when the registry names another run; an explicit ``gateway.router`` still wins."""
 
 from __future__ import annotations
 
@@ -37,7 +38,30 @@ def _params(root, upstream_urls, **extra) -> StageContext:
     return ctx
 
 
-def test_serve_picks_the_registered_champion_by_default(tmp_path, upstream_urls):
+def save_champion(ctx: StageContext, selection: dict, run_id: str | None) -> None:
+    """What the evaluate stage saves for ``selection``'s winner: the fitted baseline (or the kNN an LM champion
+    blends in), at the params' router.lam."""
+    import pandas as pd
+
+    from jouleroute.routing.champion import save_champion as save
+    from jouleroute.routing.registry import build_router
+
+    p, win = ctx.params, selection["winner"]
+    family = win["family"] if win["family"] != "lm" else "knn"
+    fitted = build_router(family, pd.read_parquet(ctx.path("profile")), pd.read_parquet(ctx.path("queries")),
+                          p.candidate_ids or sorted(pd.read_parquet(ctx.path("profile"))["candidate_id"].unique()),
+                          p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
+                              update={"cache_dir": None})}), energy=p.energy_policy, lam=p.router.lam)
+    record = {"family": win["family"], "checkpoint": win["checkpoint"], "name": win["name"], "lam": p.router.lam,
+              "lambda_range": [min(p.router_data.lambdas), max(p.router_data.lambdas)],
+              "model_dir": win["model_dir"], "knn_evidence": win.get("knn_evidence"),
+              "val_utility": win["val_utility"], "evaluate_run_id": run_id,
+              "embedding": p.baselines.embedding.model_dump(mode="json") | {"cache_dir": None}}
+    save(ctx.path("evaluate_dir") / "champion", record, {"router" if win["family"] != "lm" else "knn": fitted},
+         None)
+
+
+def test_serve_picks_the_registered_champion_by_default(tmp_path, upstream_urls, caplog):
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     from mlflow import MlflowClient
 
@@ -51,8 +75,11 @@ def test_serve_picks_the_registered_champion_by_default(tmp_path, upstream_urls)
     selection = select(contenders, "max", 24) | {"registered_model": "jouleroute-champion", "alias": "champion"}
     client = MlflowClient(tracking_uri=ctx.tracking_uri)
     run_id = client.create_run(experiment_id(client, ctx.tracking_uri, "jouleroute"), run_name="evaluate").info.run_id
-    register(ctx, selection, run_id)
+    save_champion(ctx, selection, run_id)
+    register(ctx, selection, run_id, ctx.path("evaluate_dir") / "champion")
     found = champion(ctx.tracking_uri, "jouleroute")
+    artifacts = {f.path for f in client.list_artifacts(run_id, "champion")}
+    assert {"champion/champion.json", "champion/router.pkl"} <= artifacts  # the alias points at the artifact
     assert found["family"] == "knn" and float(found["val_utility"]) == pytest.approx(0.475)
     assert found["runner_up"] == "mf" and float(found["margin"]) == pytest.approx(0.075)
     assert found["val_utility.mf"] == "0.4" and found["evaluate_run_id"] == run_id
@@ -70,6 +97,15 @@ def test_serve_picks_the_registered_champion_by_default(tmp_path, upstream_urls)
         assert raw.headers["x-jouleroute-candidate"] in upstream_urls
     finally:
         server.stop()
+
+    # another run's champion in the registry (an `exp apply` of an older run): the workspace's is served
+    store = MlflowClient(tracking_uri=ctx.tracking_uri)
+    other = store.create_run(experiment_id(store, ctx.tracking_uri, "jouleroute"), run_name="evaluate").info.run_id
+    register(ctx, select(contenders[:1], "max", 24) | {"registered_model": "jouleroute-champion",
+                                                       "alias": "champion"}, other)
+    with caplog.at_level("WARNING", logger="jouleroute.gateway.build"):
+        assert build_gateway(ctx.params, ctx.root).router.name == "knn"
+    assert "is not this workspace's" in caplog.text
 
     # an explicit gateway.router wins over the champion
     pinned = _params(tmp_path, upstream_urls, router={"kind": "mf"})

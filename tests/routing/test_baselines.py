@@ -10,8 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from jouleroute.routing.base import RoutingDecisions
-from jouleroute.routing.baselines.config import BASELINE_FAMILIES, BaselinesConfig
-from jouleroute.routing.registry import ROUTER_FAMILIES, baseline_names, build_router
+from jouleroute.routing.baselines.config import BaselinesConfig
+from jouleroute.routing.families import family_names, learned_families, router_families
+from jouleroute.routing.registry import baseline_names, build_router
 from jouleroute.routing.scores import Scores, normalize_energy
 from jouleroute.routing.baselines.simple import AlwaysRouter, OracleRouter, RandomRouter, mix_of
 from jouleroute.routing.baselines.train_table import build_train_table
@@ -116,12 +117,15 @@ def test_scores_check_shapes():
         Scores(["q"], POOL, np.zeros((1, 2)), np.ones((1, 3)), np.ones((1, 3)))
 
 
-def test_registry_and_config_name_the_same_families():
-    assert tuple(ROUTER_FAMILIES) == BASELINE_FAMILIES
+def test_the_family_table_holds_the_built_in_families_in_report_order():
+    assert family_names() == ("always", "random", "oracle", "knn", "mlp", "mf", "task_best")
+    assert learned_families() == ("knn", "mlp", "mf")
+    assert {n: f.config is not None for n, f in router_families().items()} == {
+        "always": False, "random": False, "oracle": False, "knn": True, "mlp": True, "mf": True, "task_best": False}
 
 
 def test_unknown_router_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="unknown router 'bert'; valid: always, random, oracle, knn, mlp, mf"):
+    with pytest.raises(ValueError, match="unknown router 'bert'; valid: always, random, oracle, knn, mlp, mf, task_best"):
         build_router("bert", ORACLE_PROFILE, _queries(1), POOL, BaselinesConfig())
 
 
@@ -156,13 +160,16 @@ def test_baseline_names_expand_always_per_candidate():
 
 
 def test_config_rejects_unknown_and_repeated_keys():
-    assert BaselinesConfig().families == BASELINE_FAMILIES
+    assert BaselinesConfig().families == family_names()
     with pytest.raises(ValidationError, match="kk"):
         BaselinesConfig.model_validate({"knn": {"kk": 3}})
     with pytest.raises(ValidationError, match="listed twice"):
         BaselinesConfig(families=("knn", "knn"))
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match="unknown router families"):
         BaselinesConfig(families=("bert",))
+    with pytest.raises(ValidationError, match="greater than 0") as info:
+        BaselinesConfig.model_validate({"knn": {"k": 0}})
+    assert info.value.errors()[0]["loc"] == ("knn", "k")  # the family's section names where it failed
     with pytest.raises(ValidationError, match="energy_norm"):  # the norm is energy_policy's (one for every stage)
         BaselinesConfig(energy_norm="max")
 

@@ -102,13 +102,14 @@ def test_a_router_whose_energy_is_already_exact_keeps_it():
     assert report["families"]["exact"]["adopted"] is False
 
 
-def test_the_gateway_refits_the_per_query_energy_a_champion_adopted(tmp_path):
-    """`jouleroute serve` with a champion tagged query_energy: the router it builds decides with ê, fitted at
-    start-up on the profile's train split (gateway/build.py with_query_energy)."""
+def test_a_configured_router_with_query_energy_decides_with_it(tmp_path):
+    """`gateway.router.query_energy: true` for a configured router: the router it builds decides with ê, fitted
+    at start-up on the profile's train split (gateway/build.py fitted_query_energy; a champion brings the ê
+    model evaluate fitted instead, tests/evaluation/test_champion_artifact.py)."""
     from pydantic import BaseModel
 
     from jouleroute.energy.config import EnergyPolicy
-    from jouleroute.gateway.build import with_query_energy
+    from jouleroute.gateway.build import _with_query_energy, fitted_query_energy
     from jouleroute.paths import PathsConfig
     from jouleroute.routing.baselines.config import BaselinesConfig
 
@@ -116,6 +117,8 @@ def test_the_gateway_refits_the_per_query_energy_a_champion_adopted(tmp_path):
         paths: PathsConfig = PathsConfig()
         baselines: BaselinesConfig = BaselinesConfig(embedding={"model": "hashing"})
         energy_policy: EnergyPolicy = EnergyPolicy()
+        profile_source: str = "replay"  # no pool order: candidates sorted, as evaluate orders them
+        candidate_ids: list[str] = []
 
     profile, queries = _tables()
     p = Params()
@@ -123,7 +126,7 @@ def test_the_gateway_refits_the_per_query_energy_a_champion_adopted(tmp_path):
         path = p.paths.resolve(name, tmp_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         frame.to_parquet(path)
-    served = with_query_energy(p, tmp_path, TaskMeanRouter(profile))
+    served = _with_query_energy(p, TaskMeanRouter(profile), lambda: fitted_query_energy(p, tmp_path))
     asked = pd.DataFrame({"query_id": ["x", "y"], "task": ["alpha", "alpha"],
                           "question": ["elaborate derivation proof apple item 1", "quick fact apple item 2"]})
     assert served.route(asked, lam=1.0).candidate_ids == ["big", "small"]

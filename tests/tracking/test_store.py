@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from jouleroute.tracking import (TrackingStoreError, experiment_id, register_router, stage_run, tag_latest_router,
+from jouleroute.tracking import (TrackingStoreError, experiment_id, register_router, stage_run, tag_router_version,
                                  tracking_uri)
 
 
@@ -109,7 +109,8 @@ def test_register_router_adds_a_tagged_version_per_call(tmp_path, migrated_db):
             versions.append(register_router(uri, "jouleroute", run.run_id, model,
                                             {"lambda_min": 0.0, "lambda_max": 2.0}))
     assert versions == ["1", "2"]
-    assert tag_latest_router(uri, "jouleroute", {"aiq": 0.5}) == "2"
+    assert tag_router_version(uri, "jouleroute", "2", {"aiq": 0.5}) == "2"
+    assert "aiq" not in MlflowClient(tracking_uri=uri).get_model_version("jouleroute-router", "1").tags
     client = MlflowClient(tracking_uri=uri)
     latest = client.get_model_version("jouleroute-router", "2")
     assert latest.tags["lambda_max"] == "2.0" and latest.tags["aiq"] == "0.5"

@@ -1,15 +1,18 @@
-"""Typed parameters of the baseline routers (the ``baselines`` section of params.yaml)."""
+"""Typed parameters of the baseline routers (the ``baselines`` section of params.yaml).
+
+The common keys are fields here; each family's own sub-section (``baselines.knn``, ``baselines.mlp``...)
+is typed by the config class the family registered (``jouleroute.routing.families``), so a new family's
+section is accepted, and checked, without an edit here.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_serializer, model_validator
 
+from jouleroute.routing.families import family_names, router_families
 from jouleroute.strict import StrictModel
-
-# Every name build_router accepts; "always" expands to one "always:<candidate_id>" per candidate.
-BASELINE_FAMILIES = ("always", "random", "oracle", "knn", "mlp", "mf", "task_best")
 
 
 class EmbeddingConfig(StrictModel):
@@ -26,44 +29,15 @@ class EmbeddingConfig(StrictModel):
     device: str = "cpu"
 
 
-class KNNConfig(StrictModel):
-    k: int = Field(default=20, gt=0)  # neighbours; clipped to the number of training queries
-
-
-class MLPConfig(StrictModel):
-    hidden_sizes: tuple[int, ...] = (128,)
-    dropout: float = Field(default=0.1, ge=0.0, lt=1.0)
-    epochs: int = Field(default=40, gt=0)
-    lr: float = Field(default=1e-3, gt=0.0)
-    weight_decay: float = Field(default=1e-4, ge=0.0)
-    batch_size: int = Field(default=64, gt=0)
-
-    @field_validator("hidden_sizes")
-    @classmethod
-    def _positive_sizes(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
-        if any(s <= 0 for s in sizes):
-            raise ValueError(f"hidden_sizes must be positive, got {list(sizes)}")
-        return sizes
-
-
-class MFConfig(StrictModel):
-    dim: int = Field(default=64, gt=0)  # size of the candidate and projected query vectors
-    epochs: int = Field(default=30, gt=0)
-    lr: float = Field(default=3e-3, gt=0.0)
-    weight_decay: float = Field(default=1e-5, ge=0.0)
-    batch_size: int = Field(default=256, gt=0)
-
-
 class BaselinesConfig(StrictModel):
-    """Baseline routers for evaluation: which families run, and how the learned ones train and decide.
+    """Baseline routers for evaluation: which families run, and how the learned ones train.
 
-    ``lam`` is the default energy weight of the learned routers' decision rule
-    ``p_correct - lam * normalized_energy``; evaluation sweeps other values through
-    ``Scores.decide`` without retraining.
+    The learned routers decide ``p_correct - λ * normalized_energy``; evaluation sweeps λ through
+    ``Scores.decide`` without retraining, and the deployed λ is ``router.lam``, whichever family is champion.
     """
 
-    families: tuple[Literal["always", "random", "oracle", "knn", "mlp", "mf", "task_best"], ...] = BASELINE_FAMILIES
-    lam: float = Field(default=0.5, ge=0.0)
+    # every registered family by default ("always" expands to one "always:<candidate_id>" per candidate)
+    families: tuple[str, ...] = Field(default_factory=family_names)
     # the energy column and its norm: params `energy_policy`, handed to build_router (one for every stage)
     train_split: Literal["train", "val", "test"] = "train"
     seed: int = 0
@@ -78,9 +52,8 @@ class BaselinesConfig(StrictModel):
     # (the LM router included) decides with it where it raises the family's mean val utility; "off": never
     query_energy: Literal["auto", "off"] = "auto"
     embedding: EmbeddingConfig = EmbeddingConfig()
-    knn: KNNConfig = KNNConfig()
-    mlp: MLPConfig = MLPConfig()
-    mf: MFConfig = MFConfig()
+    # baselines.<family>: one per registered family with a config class, validated by it (see the module doc)
+    _sections: dict[str, StrictModel] = PrivateAttr(default_factory=dict)
 
     @field_validator("families")
     @classmethod
@@ -88,4 +61,44 @@ class BaselinesConfig(StrictModel):
         repeated = sorted({f for f in families if families.count(f) > 1})
         if repeated:
             raise ValueError(f"families listed twice: {repeated}")
+        unknown = [f for f in families if f not in router_families()]
+        if unknown:
+            raise ValueError(f"unknown router families {unknown}; registered: {list(router_families())}")
         return families
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _family_sections(cls, data: Any, handler):
+        if not isinstance(data, dict):
+            return handler(data)
+        data, sections, errors = dict(data), {}, []
+        for name, family in router_families().items():
+            if family.config is None or name in cls.model_fields:
+                continue
+            try:
+                sections[name] = family.config.model_validate(data.pop(name, {}))
+            except ValidationError as exc:  # re-raised below with the section in the location
+                errors += [{key: value for key, value in err.items() if key in ("type", "input", "ctx")}
+                           | {"loc": (name, *err["loc"])} for err in exc.errors()]
+        model = handler(data)  # unknown keys (not a family's section) fail here, as anywhere in params
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        model._sections = sections
+        return model
+
+    @model_serializer(mode="wrap")
+    def _dump_sections(self, handler, info):
+        out = handler(self)
+        for name, section in self._sections.items():
+            out[name] = section.model_dump(mode=info.mode, by_alias=info.by_alias)
+        return out
+
+    def section(self, family: str) -> StrictModel | None:
+        """The params sub-section ``baselines.<family>`` (``None`` for a family without one)."""
+        return self._sections.get(family)
+
+    def __getattr__(self, name: str):
+        sections = (self.__pydantic_private__ or {}).get("_sections", {})
+        if name in sections:
+            return sections[name]
+        return super().__getattr__(name)

@@ -15,10 +15,13 @@ from typing import Sequence
 
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
+from pydantic import Field
 
 from jouleroute.routing.baselines.embeddings import Embedder
 from jouleroute.routing.baselines.learned import LearnedRouter
 from jouleroute.routing.baselines.train_table import TrainTable
+from jouleroute.routing.families import register_family
+from jouleroute.strict import StrictModel
 
 
 def _neighbour_mean(values: np.ndarray, neighbours: np.ndarray, fallback: np.ndarray) -> np.ndarray:
@@ -28,6 +31,10 @@ def _neighbour_mean(values: np.ndarray, neighbours: np.ndarray, fallback: np.nda
     count = seen.sum(axis=1)
     total = np.where(seen, picked, 0.0).sum(axis=1)
     return np.where(count > 0, total / np.maximum(count, 1), fallback[None, :])
+
+
+class KNNConfig(StrictModel):
+    k: int = Field(default=20, gt=0)  # neighbours; clipped to the number of training queries
 
 
 class KNNRouter(LearnedRouter):
@@ -59,3 +66,6 @@ class KNNRouter(LearnedRouter):
         p = _neighbour_mean(self.correct, neighbours, self.mean_correct)
         e = _neighbour_mean(self.energy_j, neighbours, self.mean_energy_j)
         return p, e
+
+
+register_family("knn", KNNRouter, KNNConfig, rank=3)

@@ -22,12 +22,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from pydantic import Field
 
 from jouleroute.routing.baselines.embeddings import Embedder
 from jouleroute.routing.baselines.learned import LearnedRouter
 from jouleroute.provenance import seeded
 from jouleroute.routing.baselines.torch_fit import as_targets, masked_bce, single_threaded, train_minibatch
 from jouleroute.routing.baselines.train_table import TrainTable
+from jouleroute.routing.families import register_family
+from jouleroute.strict import StrictModel
 
 
 class _MatrixFactorization(nn.Module):
@@ -43,6 +46,14 @@ class _MatrixFactorization(nn.Module):
         v = F.normalize(self.candidate_vectors.weight, p=2, dim=1)  # [c, dim]
         # w . (v_c * Wx) == (Wx) . (v_c * w): fold the read-out into the candidate vectors.
         return self.project(x) @ (v * self.read_out.weight).T + self.bias
+
+
+class MFConfig(StrictModel):
+    dim: int = Field(default=64, gt=0)  # size of the candidate and projected query vectors
+    epochs: int = Field(default=30, gt=0)
+    lr: float = Field(default=3e-3, gt=0.0)
+    weight_decay: float = Field(default=1e-5, ge=0.0)
+    batch_size: int = Field(default=256, gt=0)
 
 
 class MFRouter(LearnedRouter):
@@ -81,3 +92,6 @@ class MFRouter(LearnedRouter):
         with torch.no_grad(), single_threaded():
             p = torch.sigmoid(self.net(torch.tensor(x, dtype=torch.float32))).numpy().astype(np.float64)
         return p, np.tile(self.mean_energy_j, (len(x), 1))
+
+
+register_family("mf", MFRouter, MFConfig, rank=5)

@@ -17,12 +17,15 @@ from typing import Sequence
 import numpy as np
 import torch
 from torch import nn
+from pydantic import Field, field_validator
 
 from jouleroute.routing.baselines.embeddings import Embedder
 from jouleroute.routing.baselines.learned import LearnedRouter
 from jouleroute.provenance import seeded
 from jouleroute.routing.baselines.torch_fit import as_targets, masked_bce, single_threaded, train_minibatch
 from jouleroute.routing.baselines.train_table import TrainTable
+from jouleroute.routing.families import register_family
+from jouleroute.strict import StrictModel
 
 # Energies at or below zero (possible for idle-subtracted net energy) cannot be logged.
 _LOG_FLOOR_J = 1e-9
@@ -43,6 +46,22 @@ class _TwoHeadMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.trunk(x)
         return self.correct_head(h), self.energy_head(h)
+
+
+class MLPConfig(StrictModel):
+    hidden_sizes: tuple[int, ...] = (128,)
+    dropout: float = Field(default=0.1, ge=0.0, lt=1.0)
+    epochs: int = Field(default=40, gt=0)
+    lr: float = Field(default=1e-3, gt=0.0)
+    weight_decay: float = Field(default=1e-4, ge=0.0)
+    batch_size: int = Field(default=64, gt=0)
+
+    @field_validator("hidden_sizes")
+    @classmethod
+    def _positive_sizes(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        if any(s <= 0 for s in sizes):
+            raise ValueError(f"hidden_sizes must be positive, got {list(sizes)}")
+        return sizes
 
 
 class MLPRouter(LearnedRouter):
@@ -92,3 +111,6 @@ class MLPRouter(LearnedRouter):
         p = torch.sigmoid(logits).numpy().astype(np.float64)
         e = np.exp(self.log_mu + self.log_sigma * log_energy.numpy().astype(np.float64))
         return p, e
+
+
+register_family("mlp", MLPRouter, MLPConfig, rank=4)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from jouleroute.routing.base import Router, RoutingDecisions, Scores
+from jouleroute.routing.families import register_family
 
 log = logging.getLogger(__name__)
 
@@ -145,3 +146,10 @@ class OracleRouter(Router):
                 "give it the profile of the split being routed"
             )
         return fixed_scores(ids, self.candidates, [self.choice[q] for q in ids])
+
+
+# not learned: evaluate builds them itself (always per candidate, random at the LM router's mix, the oracle
+# on the test profile); no params sub-section
+register_family("always", AlwaysRouter, learned=False, rank=0)
+register_family("random", RandomRouter, learned=False, rank=1)
+register_family("oracle", OracleRouter, learned=False, rank=2)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from jouleroute.routing.base import Router, Scores
 from jouleroute.routing.baselines.simple import fixed_scores, query_ids_of
+from jouleroute.routing.families import register_family
 
 
 class TaskBestRouter(Router):
@@ -50,3 +51,7 @@ class TaskBestRouter(Router):
             raise ValueError(f"task_best routes by the queries' 'task' column; got {list(queries.columns)}")
         chosen = [self.by_task.get(str(t), self.overall) for t in queries["task"]]
         return fixed_scores(query_ids_of(queries), self.candidates, chosen)
+
+
+# not learned in the LearnedRouter sense (no λ, no embedder): evaluate reports it as one fixed point
+register_family("task_best", TaskBestRouter, learned=False, rank=6)
