@@ -72,7 +72,12 @@ def champion_lines(selection: dict | None) -> list[str]:
         interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}] (95% paired bootstrap)" if ci else " (no CI: rerun evaluate)"
         lines.append(f"  margin over {selection['runner_up']}: {selection['margin']:+.4f}{interval}")
         if selection.get("margin_is_tie"):
-            lines.append(f"  a tie on val: the interval contains 0; the tie rule (higher mean) picks {win['name']}")
+            rule = ("lower val iso-accuracy energy share" if selection.get("rule") == "iso_accuracy"
+                    else "higher mean")
+            lines.append(f"  a tie on val: the interval contains 0; the tie rule ({rule}) picks {win['name']}")
+    if win.get("iso_share_val") is not None:
+        lines.append(f"  val iso-accuracy energy share: {win['iso_share_val']:.1%} of "
+                     f"{(selection.get('val_reference') or {}).get('candidate', 'the best single model')}'s energy")
     return lines
 
 

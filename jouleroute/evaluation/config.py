@@ -25,6 +25,10 @@ class EvaluateConfig(StrictModel):
     expensive_rule: Literal["above_median", "top"] = "above_median"
     # A router "keeps accuracy" when within this many accuracy points (fraction) of the best single candidate.
     accuracy_tolerance: float = Field(default=0.01, ge=0.0, le=1.0)
+    # how the champion (the router `serve` deploys) is chosen on val (evaluation/selection.py): "utility", the
+    # higher mean val utility over the trained λ grid; "iso_accuracy", among the contenders tied with that best
+    # (paired CI holds 0), the one that spends least at the best single model's val accuracy (accuracy_tolerance)
+    champion_by: Literal["iso_accuracy", "utility"] = "iso_accuracy"
     include_overhead: bool = True  # headline energy/latency include the router's own measured overhead
     # which energy column, and whether figures of several energy_source labels may be compared: params
     # `energy_policy` (one for every stage), handed to run_evaluate

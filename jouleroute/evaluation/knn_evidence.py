@@ -33,14 +33,19 @@ def fold_of(query_id: str) -> int:
     return hashlib.sha256(str(query_id).encode()).digest()[0] % 2
 
 
-def _by_lambda(scores: Scores, rows: Sequence[Mapping], energy_norm: str) -> dict[str, tuple[float, int]]:
-    """λ -> (mean val utility of ``scores``' choices, rows) on ``rows``."""
+def _by_lambda(scores: Scores, rows: Sequence[Mapping], energy_norm: str,
+               per_query: dict | None = None) -> dict[str, tuple[float, int, float, float]]:
+    """λ -> (mean val utility of ``scores``' choices, rows, their accuracy, their mean J/query) on ``rows``;
+    each query's mean utility over the grid goes into ``per_query`` when given."""
     check = label_accuracy(Decided(scores), rows, energy_norm=energy_norm)
-    return {lam: (float(s["router_utility"]), int(s["n"])) for lam, s in check["by_lambda"].items()}
+    if per_query is not None:
+        per_query.update(check.get("per_query_utility") or {})
+    return {lam: (float(s["router_utility"]), int(s["n"]), float(s["chosen_accuracy"]),
+                  float(s["chosen_mean_energy_j"])) for lam, s in check["by_lambda"].items()}
 
 
-def _mean(by_lambda: Mapping[str, tuple[float, int]]) -> float:
-    return sum(u for u, _ in by_lambda.values()) / len(by_lambda)
+def _mean(by_lambda: Mapping[str, tuple]) -> float:
+    return sum(row[0] for row in by_lambda.values()) / len(by_lambda)
 
 
 def _best(lm: Scores, knn: Scores, rows: Sequence[Mapping], energy_norm: str,
@@ -62,12 +67,14 @@ def choose_knn_evidence(lm_val: Scores, knn_val: Scores, val_rows: Sequence[Mapp
     The best pair on all val rows (``best_in_sample``) is adopted only when the choice procedure, run on
     one half of val and scored on the other (``cross_fitted``), beats the LM router alone; otherwise
     ``plain`` is true and the LM router is used alone. Also returned: ``val_utility`` (every pair tried,
-    on all val rows) and ``cross_fitted`` = {``by_lambda``: λ -> utility, ``val_utility``, ``fold_choices``}.
+    on all val rows) and ``cross_fitted`` = {``by_lambda``: λ -> utility, ``points``: λ -> [accuracy, J/query] of the held-out
+    choices, ``val_utility``, ``fold_choices``}.
     """
     grid = blend_grid(sorted(set(float(w) for w in weights) | {0.0}))
     best, table = _best(lm_val, knn_val, val_rows, energy_norm, grid)
     weight, energy = grid[best]
     pooled: dict[str, list[float]] = {}
+    per_query: dict[str, float] = {}  # each val query's utility under the blend chosen on the other fold
     fold_choices = []
     for fold in (0, 1):
         tune = [r for r in val_rows if fold_of(r["query_id"]) != fold]
@@ -76,10 +83,13 @@ def choose_knn_evidence(lm_val: Scores, knn_val: Scores, val_rows: Sequence[Mapp
             continue
         index, _ = _best(lm_val, knn_val, tune, energy_norm, grid)
         fold_choices.append(_key(*grid[index]))
-        for lam, (utility, n) in _by_lambda(blend_scores(lm_val, knn_val, *grid[index]), held, energy_norm).items():
-            total = pooled.setdefault(lam, [0.0, 0])
+        for lam, (utility, n, accuracy, joules) in _by_lambda(blend_scores(lm_val, knn_val, *grid[index]), held,
+                                                              energy_norm, per_query).items():
+            total = pooled.setdefault(lam, [0.0, 0, 0.0, 0.0])
             total[0], total[1] = total[0] + utility * n, total[1] + n
-    by_lambda = {lam: s / n for lam, (s, n) in pooled.items()}
+            total[2], total[3] = total[2] + accuracy * n, total[3] + joules * n
+    by_lambda = {lam: s / n for lam, (s, n, _, _) in pooled.items()}
+    points = {lam: [a / n, j / n] for lam, (_, n, a, j) in pooled.items()}  # (accuracy, J/query) of held choices
     cross = sum(by_lambda.values()) / len(by_lambda) if by_lambda else None
     alone = table[_key(0.0, "first")]
     best_in_sample = _key(weight, energy)
@@ -90,7 +100,9 @@ def choose_knn_evidence(lm_val: Scores, knn_val: Scores, val_rows: Sequence[Mapp
         weight, energy = 0.0, "first"
     out = {"weight": weight, "energy": energy, "plain": not adopted, "best_in_sample": best_in_sample,
            "val_utility": table, "val_utility_alone": alone,
-           "cross_fitted": {"by_lambda": by_lambda, "fold_choices": fold_choices, "val_utility": cross}}
+           "cross_fitted": {"by_lambda": by_lambda, "points": points, "per_query_utility": per_query,
+                            "fold_choices": fold_choices,
+                            "val_utility": cross}}
     logger.info("kNN evidence on val: best in-sample %s (val utility %.4f; LM alone %.4f; cross-fitted %s): %s",
                 best_in_sample, table[best_in_sample], alone, "n/a" if cross is None else f"{cross:.4f}",
                 f"adopted, weight {weight:g}, energy from {energy}" if adopted else "the LM router alone")

@@ -23,7 +23,7 @@ import pandas as pd
 
 from jouleroute.evaluation.knn_evidence import fold_of
 from jouleroute.evaluation.outcomes import ProfileMatrix
-from jouleroute.evaluation.val_utility import energy_error, mean_utility
+from jouleroute.evaluation.val_utility import energy_error, mean_utility, per_query_utility, val_points
 from jouleroute.routing.base import Router, Scores
 from jouleroute.routing.baselines.query_energy import PerQueryEnergy, QueryEnergyModel
 
@@ -70,6 +70,8 @@ def cross_fitted(own: Scores, alt: Scores, matrix: ProfileMatrix, lambdas: Seque
     """Choose ê or not on one fold of val, score the choice on the other; pooled per λ (module docstring)."""
     folds = [fold_of(q) for q in own.query_ids]
     pooled = {float(lam): [0.0, 0] for lam in lambdas}
+    points = {float(lam): [0.0, 0.0] for lam in lambdas}  # Σ n·accuracy, Σ n·J of the held-out choices
+    per_query: dict[str, float] = {}  # each val query's utility under the choice made on the other fold
     choices = []
     for fold in (0, 1):
         tune, held = [f != fold for f in folds], [f == fold for f in folds]
@@ -79,11 +81,16 @@ def cross_fitted(own: Scores, alt: Scores, matrix: ProfileMatrix, lambdas: Seque
             mean_utility(_rows(own, tune), matrix, lambdas, energy_norm) + 1e-12
         choices.append("per_query" if use else "own")
         chosen, n = _rows(alt if use else own, held), sum(held)
+        held_points = val_points(chosen, matrix, lambdas)
+        per_query.update(per_query_utility(chosen, matrix, lambdas, energy_norm))
         for lam in lambdas:
-            total = pooled[float(lam)]
+            total, point = pooled[float(lam)], points[float(lam)]
             total[0], total[1] = total[0] + n * mean_utility(chosen, matrix, [lam], energy_norm), total[1] + n
+            accuracy, joules = held_points[float(lam)]
+            point[0], point[1] = point[0] + n * accuracy, point[1] + n * joules
     by_lambda = {lam: s / n for lam, (s, n) in pooled.items() if n}
-    return {"by_lambda": by_lambda, "fold_choices": choices,
+    return {"by_lambda": by_lambda, "fold_choices": choices, "per_query_utility": per_query,
+            "points": {lam: [a / pooled[lam][1], j / pooled[lam][1]] for lam, (a, j) in points.items() if pooled[lam][1]},
             "val_utility": float(np.mean(list(by_lambda.values()))) if by_lambda else None}
 
 

@@ -271,20 +271,38 @@ def selection_lines(selection: dict | None) -> list[str]:
              f"Mean val utility (correct − λ·energy normalized with `{selection['energy_norm']}`) over the trained "
              f"λ grid {selection['lambdas']}, on {selection['n_val_queries']} val queries; test is never read. "
              f"Champion: **{win['name']}**, {win['val_utility']:.4f}"
-             + (f", ahead of the runner-up {selection['runner_up']} by {selection['margin']:+.4f}"
+             + (f"; against the runner-up {selection['runner_up']}, {selection['margin']:+.4f}"
                 if selection.get("runner_up") else "")
              + (f" and of the best other family ({selection['best_other_family']}) by "
                 f"{selection['margin_over_other_family']:+.4f}"
                 if selection.get("best_other_family") and selection["best_other_family"] != selection.get("runner_up")
-                else "") + ".", *([""] + [champion_ci_line(selection)] if champion_ci_line(selection) else []), "",
-             "| contender | family | checkpoint | mean val utility |", "|---|---|---|---:|"]
+                else "") + ".", *([""] + [champion_ci_line(selection)] if champion_ci_line(selection) else []),
+             *iso_rule_lines(selection), "",
+             "| contender | family | checkpoint | mean val utility | val iso-accuracy energy share |",
+             "|---|---|---|---:|---:|"]
     for row in selection["contenders"]:
-        lines.append(f"| {row['name']} | {row['family']} | {row['checkpoint']} | {row['val_utility']:.4f} |")
+        share = row.get("iso_share_val")
+        lines.append(f"| {row['name']} | {row['family']} | {row['checkpoint']} | {row['val_utility']:.4f} | "
+                     + ("n/a" if share is None else f"{share:.1%}") + " |")
     lines += knn_evidence_lines(selection.get("knn_evidence"))
     if selection.get("registered_model"):
         lines += ["", f"Registered in MLflow as `{selection['registered_model']}`, alias `{selection['alias']}`, with "
                       "these val figures as tags: `jouleroute serve` serves it unless `gateway.router` is set."]
     return lines
+
+
+def iso_rule_lines(selection: dict) -> list[str]:
+    """How the iso-accuracy rule chose among the utility ties (``evaluate.champion_by``); [] under ``utility``."""
+    ref = selection.get("val_reference")
+    if selection.get("rule") != "iso_accuracy" or not ref:
+        return []
+    tied = selection.get("tied_on_utility") or [selection["winner"]["name"]]
+    share = selection["winner"].get("iso_share_val")
+    return ["", f"Rule `evaluate.champion_by: iso_accuracy`: among the contenders tied with the best mean val "
+                f"utility ({', '.join(tied)}), the one whose cheapest val point keeps the best single model's val "
+                f"accuracy ({ref['candidate']}, {ref['accuracy']:.3f} at {ref['j_per_query']:.4g} J/query) within "
+                f"{selection['accuracy_tolerance']:g} for the least energy. **{selection['winner']['name']}** spends "
+                + ("n/a" if share is None else f"{share:.1%}") + " of that model's energy there, on val."]
 
 
 def champion_ci_line(selection: dict) -> str:

@@ -1,4 +1,6 @@
-"""Choose the router to deploy on val: the family and checkpoint with the best mean val utility.
+"""Choose the router to deploy on val: the family and checkpoint with the best mean val utility; among those
+tied with it (a paired CI that holds 0), the one that spends least at the best single model's val accuracy
+(``evaluate.champion_by: iso_accuracy``, the default; ``utility`` keeps the utility order alone).
 
 Every contender is scored the same way, by ``label_accuracy`` (the held-out check of the sft and grpo
 stages) on router_data's ``val.jsonl``: one row per (val query, λ of the trained grid), with every
@@ -6,7 +8,11 @@ candidate's real outcome and energy. A contender's figure at λ is the mean over
 
     correct(chosen) − λ · normalized energy(chosen)        (``routing.utility``, ``energy_policy.norm``)
 
-and its val utility is the mean over the trained λ grid. The LM router's checkpoints (sft, and grpo
+and its val utility is the mean over the trained λ grid. Its val points are (accuracy, J/query) of its
+choices at each λ of that grid; its val iso-accuracy share is the energy of its cheapest point whose accuracy
+is at least the best single model's on val minus ``evaluate.accuracy_tolerance``, as a share of that model's
+energy (1.0 when no point reaches it: the user would deploy the best single), the figure a user decides by
+(docs/metrics.md, "Iso-accuracy saving"). The LM router's checkpoints (sft, and grpo
 when its weights were kept) bring the figures their stages measured; a learned baseline, fitted on
 the train split, is scored once on the val queries (``Router.score``) and decided at each λ. The test
 split is never an input: the val rows come from router_data, which drops test on entry.
@@ -42,6 +48,8 @@ class Contender:
     knn_evidence: dict | None = None
     # val query -> its mean utility over the λ grid (label_accuracy's per_query_utility): the margin's CI
     per_query: dict[str, float] | None = field(default=None, compare=False, repr=False)
+    # λ -> (accuracy, mean J/query) of its choices on val: its iso-accuracy share (None: not measured)
+    points: dict[str, tuple[float, float]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -78,6 +86,34 @@ def by_lambda(check: dict) -> dict[str, float]:
     return {lam: float(row["router_utility"]) for lam, row in check.get("by_lambda", {}).items()}
 
 
+def points_of(check: dict) -> dict[str, tuple[float, float]] | None:
+    """λ -> (accuracy, mean J/query) of the choices a held-out check scored; ``None`` for an older output."""
+    rows = check.get("by_lambda", {})
+    if not rows or any("chosen_accuracy" not in r or "chosen_mean_energy_j" not in r for r in rows.values()):
+        return None
+    return {lam: (float(r["chosen_accuracy"]), float(r["chosen_mean_energy_j"])) for lam, r in rows.items()}
+
+
+def val_reference(rows: Sequence[Mapping]) -> dict | None:
+    """The best single model on the val queries of ``rows``: the highest mean (expected) correctness, ties to
+    the lower mean energy; its accuracy and J/query. ``None`` without rows."""
+    first = pd.DataFrame(list(rows)).drop_duplicates("query_id") if rows else None
+    if first is None or first.empty:
+        return None
+    correct = pd.DataFrame(list(first["correct_by_candidate"])).astype(float).mean()
+    energy = pd.DataFrame(list(first["energy_by_candidate"])).astype(float).mean()
+    best = min(correct.index, key=lambda c: (-round(float(correct[c]), 12), float(energy[c]), str(c)))
+    return {"candidate": str(best), "accuracy": float(correct[best]), "j_per_query": float(energy[best])}
+
+
+def iso_share(contender: Contender, reference: dict | None, tolerance: float) -> float | None:
+    """The contender's val iso-accuracy energy share (module doc); ``None`` without its points or a reference."""
+    if not contender.points or not reference or reference["j_per_query"] <= 0:
+        return None
+    ok = [j for acc, j in contender.points.values() if acc >= reference["accuracy"] - tolerance - 1e-12]
+    return min(1.0, min(ok) / reference["j_per_query"]) if ok else 1.0
+
+
 def baseline_contender(family: str, router: Router, val_rows: Sequence[Mapping], energy_norm: str) -> Contender:
     """A fitted baseline scored once on the val queries, decided at every λ of the rows."""
     meter = getattr(router, "meter", None)
@@ -87,7 +123,7 @@ def baseline_contender(family: str, router: Router, val_rows: Sequence[Mapping],
     finally:
         router.meter = meter
     check = label_accuracy(Decided(scores), val_rows, energy_norm=energy_norm)
-    return Contender(family, FIT, by_lambda(check), per_query=check.get("per_query_utility"))
+    return Contender(family, FIT, by_lambda(check), per_query=check.get("per_query_utility"), points=points_of(check))
 
 
 def lm_contenders(grpo_metrics: dict, model_dirs: Mapping[str, Path], root: Path) -> list[Contender]:
@@ -104,13 +140,18 @@ def lm_contenders(grpo_metrics: dict, model_dirs: Mapping[str, Path], root: Path
                            name, model_dir)
             continue
         shown = model_dir.relative_to(root) if model_dir.is_relative_to(root) else model_dir
-        out.append(Contender("lm", name, by_lambda(check), str(shown), per_query=check.get("per_query_utility")))
+        out.append(Contender("lm", name, by_lambda(check), str(shown), per_query=check.get("per_query_utility"),
+                             points=points_of(check)))
     return out
 
 
 CI_SAMPLES, CI_SEED = 1000, 0
 TIE_RULE = ("the higher mean val utility is deployed; an exact tie goes to the first listed (the LM router's "
             "checkpoints, then the baselines)")
+ISO_RULE = ("among the contenders tied with the best mean val utility (the paired 95% CI of the margin holds 0), "
+            "the lower val iso-accuracy energy share is deployed (the energy of the cheapest val point within "
+            "evaluate.accuracy_tolerance of the best single model's val accuracy, as a share of its energy); equal "
+            "shares go to the higher mean val utility, then to the first listed")
 
 
 def margin_ci(win: Contender, other: Contender, samples: int = CI_SAMPLES, seed: int = CI_SEED) -> list[float] | None:
@@ -126,13 +167,22 @@ def margin_ci(win: Contender, other: Contender, samples: int = CI_SAMPLES, seed:
     return [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]
 
 
+def _tied(best: Contender, other: Contender) -> bool:
+    """``other`` is within noise of ``best`` (the higher mean val utility): the paired CI of the margin holds 0,
+    or, without per-query figures, the two figures are equal."""
+    ci = margin_ci(best, other)
+    return ci[0] <= 0 if ci is not None else abs(best.val_utility - other.val_utility) <= 1e-12
+
+
 def _ci_fields(prefix: str, win: Contender, other: Contender | None) -> dict:
     ci = margin_ci(win, other) if other is not None else None
     return {f"{prefix}_ci95": ci, f"{prefix}_is_tie": None if ci is None else bool(ci[0] <= 0 <= ci[1])}
 
 
-def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int) -> dict:
-    """The best contender by mean val utility (ties: the first listed), the runner-up and the margins."""
+def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int, rule: str = "utility",
+           reference: dict | None = None, tolerance: float = 0.01) -> dict:
+    """The best contender by ``rule`` (``utility``: mean val utility; ``iso_accuracy``: val iso-accuracy share,
+    then mean val utility), the runner-up and the margins (in mean val utility, with their paired CIs)."""
     if not contenders:
         raise ValueError("no contender to select from")
     grids = {c.name: sorted(c.by_lambda, key=float) for c in contenders}
@@ -141,23 +191,36 @@ def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int
     if odd:
         raise ValueError(f"contenders were scored on different λ grids: {first} vs {odd}; rerun router_data, sft "
                          "and grpo so that every figure comes from the same val.jsonl")
+    if rule not in ("iso_accuracy", "utility"):
+        raise ValueError(f"unknown champion rule '{rule}'; valid: iso_accuracy, utility")
+    shares = {c.name: iso_share(c, reference, tolerance) for c in contenders}
     ranked = sorted(contenders, key=lambda c: -c.val_utility)  # stable: ties keep the given order
+    tied = [c for c in ranked if c is ranked[0] or _tied(ranked[0], c)]
+    if rule == "iso_accuracy":  # among the utility ties, the lower val share; no val points: no saving shown
+        share = lambda c: round(1.0 if shares[c.name] is None else shares[c.name], 9)  # noqa: E731
+        tied = sorted(tied, key=share)  # stable: equal shares keep the utility order
+        ranked = tied + [c for c in ranked if all(c is not t for t in tied)]
     win = ranked[0]
     others = [c for c in ranked if c.family != win.family]
     out = {"winner": {"name": win.name, "family": win.family, "checkpoint": win.checkpoint,
                       "val_utility": win.val_utility, "model_dir": win.model_dir,
-                      "knn_evidence": win.knn_evidence},
+                      "knn_evidence": win.knn_evidence, "iso_share_val": shares[win.name]},
+           "rule": rule, "val_reference": reference, "accuracy_tolerance": tolerance,
+           "tied_on_utility": [c.name for c in tied],
            "runner_up": ranked[1].name if len(ranked) > 1 else None,
            "margin": win.val_utility - ranked[1].val_utility if len(ranked) > 1 else None,
            "best_other_family": others[0].name if others else None,
            "margin_over_other_family": win.val_utility - others[0].val_utility if others else None,
            **_ci_fields("margin", win, ranked[1] if len(ranked) > 1 else None),
            **_ci_fields("margin_over_other_family", win, others[0] if others else None),
-           "ci": {"samples": CI_SAMPLES, "seed": CI_SEED, "confidence": 0.95}, "tie_rule": TIE_RULE,
+           "ci": {"samples": CI_SAMPLES, "seed": CI_SEED, "confidence": 0.95},
+           "tie_rule": ISO_RULE if rule == "iso_accuracy" else TIE_RULE,
            "lambdas": [float(x) for x in first], "energy_norm": energy_norm, "n_val_queries": n_val_queries,
            "contenders": [{"name": c.name, "family": c.family, "checkpoint": c.checkpoint,
-                           "val_utility": c.val_utility, "by_lambda": dict(c.by_lambda)} for c in ranked]}
-    logger.info("champion on val: %s (mean val utility %.4f; runner-up %s, margin %s)", win.name, win.val_utility,
+                           "val_utility": c.val_utility, "iso_share_val": shares[c.name],
+                           "by_lambda": dict(c.by_lambda)} for c in ranked]}
+    logger.info("champion on val (%s): %s (iso-accuracy share %s, mean val utility %.4f; runner-up %s, margin %s)",
+                rule, win.name, "n/a" if shares[win.name] is None else f"{shares[win.name]:.3f}", win.val_utility,
                 out["runner_up"], "n/a" if out["margin"] is None else f"{out['margin']:+.4f}")
     return out
 
@@ -172,13 +235,13 @@ def read_val_rows(val_path: Path) -> list[dict]:
 
 def choose(rows: Sequence[Mapping], grpo_metrics_path: Path, lm_model_dirs: Mapping[str, Path],
            baselines: Mapping[str, Router], energy_norm: str, root: Path,
-           extra: Sequence[Contender] = ()) -> dict | None:
-    """Select on the val ``rows``: the LM's held-out figures, the fitted ``baselines`` scored on val, and
-    ``extra`` contenders scored by the caller (the LM router with kNN evidence). ``None`` without rows."""
+           extra: Sequence[Contender] = (), rule: str = "utility", tolerance: float = 0.01) -> dict | None:
+    """Select on the val ``rows`` by ``rule``: the LM's held-out figures, the fitted ``baselines`` scored on
+    val, and ``extra`` contenders scored by the caller (the LM router with kNN evidence). ``None`` without rows."""
     if not rows:
         return None
     metrics = json.loads(Path(grpo_metrics_path).read_text()) if Path(grpo_metrics_path).exists() else {}
     contenders = lm_contenders(metrics, lm_model_dirs, root)
     contenders += [baseline_contender(f, router, rows, energy_norm) for f, router in baselines.items()]
     contenders += list(extra)
-    return select(contenders, energy_norm, len({r["query_id"] for r in rows}))
+    return select(contenders, energy_norm, len({r["query_id"] for r in rows}), rule, val_reference(rows), tolerance)

@@ -33,15 +33,31 @@ def _aligned(scores: Scores, matrix: ProfileMatrix) -> tuple[np.ndarray, np.ndar
             np.array([matrix.candidates.index(c) for c in scores.candidates]))
 
 
-def mean_utility(scores: Scores, matrix: ProfileMatrix, lambdas: Sequence[float], energy_norm: str) -> float:
-    """Mean over ``lambdas`` and queries of u(q, choice(q; λ); λ)."""
+def per_query_utility(scores: Scores, matrix: ProfileMatrix, lambdas: Sequence[float],
+                      energy_norm: str) -> dict[str, float]:
+    """Query -> its mean over ``lambdas`` of u(q, choice(q; λ); λ): the paired bootstrap's unit."""
     rows, cols = _aligned(scores, matrix)
     correct = matrix.correct[np.ix_(rows, cols)].astype(float)
     cost = normalize_energy(matrix.energy_j[np.ix_(rows, cols)], energy_norm)
     picked = np.arange(len(rows))
-    per_lambda = [float(np.mean(correct[picked, scores.choices(lam)] - lam * cost[picked, scores.choices(lam)]))
-                  for lam in lambdas]
-    return float(np.mean(per_lambda))
+    per_lambda = np.array([correct[picked, scores.choices(lam)] - lam * cost[picked, scores.choices(lam)]
+                           for lam in lambdas])
+    return dict(zip(scores.query_ids, (float(u) for u in per_lambda.mean(axis=0))))
+
+
+def mean_utility(scores: Scores, matrix: ProfileMatrix, lambdas: Sequence[float], energy_norm: str) -> float:
+    """Mean over ``lambdas`` and queries of u(q, choice(q; λ); λ)."""
+    return float(np.mean(list(per_query_utility(scores, matrix, lambdas, energy_norm).values())))
+
+
+def val_points(scores: Scores, matrix: ProfileMatrix, lambdas: Sequence[float]) -> dict[float, tuple[float, float]]:
+    """λ -> (accuracy, mean J/query) of the router's choices on the queries of ``scores``."""
+    rows, cols = _aligned(scores, matrix)
+    correct = matrix.correct[np.ix_(rows, cols)].astype(float)
+    energy = matrix.energy_j[np.ix_(rows, cols)].astype(float)
+    picked = np.arange(len(rows))
+    return {float(lam): (float(np.mean(correct[picked, scores.choices(lam)])),
+                         float(np.mean(energy[picked, scores.choices(lam)]))) for lam in lambdas}
 
 
 def choose_blend(first: Scores, second: Scores, matrix: ProfileMatrix, lambdas: Sequence[float], energy_norm: str,

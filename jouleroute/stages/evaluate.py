@@ -166,17 +166,22 @@ def select_champion(ctx: StageContext, baselines: dict, val_rows: list[dict], ev
     if lm_energy.get("adopted") and not (evidence and not evidence["plain"]):
         model_dir = lm_router_dir(ctx)
         shown = model_dir.relative_to(ctx.root) if model_dir.is_relative_to(ctx.root) else model_dir
-        by_lambda = {format_lambda(lam): u for lam, u in lm_energy["cross_fitted"]["by_lambda"].items()}
-        extra.append(Contender("lm", f"{_kept_checkpoint(ctx)}+query-energy", by_lambda, str(shown)))
+        cross = lm_energy["cross_fitted"]
+        by_lambda = {format_lambda(lam): u for lam, u in cross["by_lambda"].items()}
+        extra.append(Contender("lm", f"{_kept_checkpoint(ctx)}+query-energy", by_lambda, str(shown),
+                               per_query=cross.get("per_query_utility"), points=_points(cross, format_lambda)))
     if evidence and not evidence["plain"] and evidence["cross_fitted"]["by_lambda"]:
         kept = _kept_checkpoint(ctx)
         model_dir = lm_router_dir(ctx)
         shown = model_dir.relative_to(ctx.root) if model_dir.is_relative_to(ctx.root) else model_dir
         extra.append(Contender("lm", f"{kept}-knn", evidence["cross_fitted"]["by_lambda"], str(shown),
-                               knn_evidence={"weight": evidence["weight"], "energy": evidence["energy"]}))
+                               knn_evidence={"weight": evidence["weight"], "energy": evidence["energy"]},
+                               per_query=evidence["cross_fitted"].get("per_query_utility"),
+                               points=_points(evidence["cross_fitted"], str)))
     selection = choose(val_rows, ctx.path("grpo_dir") / "metrics.json",
                        {"sft": ctx.path("sft_dir") / "model", "grpo": lm_router_dir(ctx)}, baselines,
-                       ctx.params.energy_policy.norm, ctx.root, extra)
+                       ctx.params.energy_policy.norm, ctx.root, extra, rule=ctx.params.evaluate.champion_by,
+                       tolerance=ctx.params.evaluate.accuracy_tolerance)
     if selection is not None and evidence is not None:
         selection["knn_evidence"] = evidence
     if selection and ctx.tracking_uri:
@@ -184,6 +189,12 @@ def select_champion(ctx: StageContext, baselines: dict, val_rows: list[dict], ev
 
         selection |= {"registered_model": champion_name(ctx.params.tracking.experiment), "alias": CHAMPION_ALIAS}
     return selection
+
+
+def _points(cross_fitted: dict, key) -> dict[str, tuple[float, float]] | None:
+    """λ -> (accuracy, J/query) of a cross-fitted val figure's held-out choices; ``None`` for an older output."""
+    points = cross_fitted.get("points")
+    return {key(lam): (float(a), float(j)) for lam, (a, j) in points.items()} if points else None
 
 
 def per_query_energy(ctx: StageContext, routers: dict, profile: pd.DataFrame, queries: pd.DataFrame,

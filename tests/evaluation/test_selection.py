@@ -186,3 +186,67 @@ def test_label_accuracy_gives_each_val_query_its_mean_utility_over_the_grid(tmp_
     got = baseline_contender("knn", router, rows, "max")
     assert len(got.per_query) == len({r["query_id"] for r in rows})
     assert np.mean(list(got.per_query.values())) == pytest.approx(got.val_utility, abs=1e-12)  # same grid, same n
+
+
+def test_the_iso_accuracy_rule_deploys_the_contender_that_spends_least_at_the_best_single_accuracy():
+    """Among the contenders tied on mean val utility (paired CI holds 0), the default rule deploys the one with
+    the figure a user decides by: the cheapest val point within the tolerance of the best single model's val
+    accuracy, as a share of its energy. A contender ahead on utility beyond noise keeps the crown."""
+    from jouleroute.evaluation.selection import iso_share, val_reference
+
+    grid = lambda *v: dict(zip(("0", "0.5", "2"), v))
+    reference = {"candidate": "large", "accuracy": 0.80, "j_per_query": 10.0}
+    queries = [f"q{i}" for i in range(60)]
+    rng = np.random.default_rng(3)
+    noisy = lambda mean: {q: mean + rng.normal(0, 0.3) for q in queries}  # noqa: E731
+    # the higher utility, but only its λ=0 point keeps accuracy, at the best single's full energy
+    greedy = Contender("knn", "fit", grid(0.80, 0.70, 0.60), per_query=noisy(0.70),
+                       points={"0": (0.80, 10.0), "0.5": (0.70, 3.0), "2": (0.60, 1.0)})
+    # a little lower (within noise), yet its λ=0.5 point keeps accuracy (0.795 >= 0.80 - 0.01) at 40% of the energy
+    saver = Contender("mf", "fit", grid(0.79, 0.69, 0.59), per_query=noisy(0.69),
+                      points={"0": (0.81, 9.0), "0.5": (0.795, 4.0), "2": (0.50, 1.0)})
+    assert iso_share(greedy, reference, 0.01) == pytest.approx(1.0)
+    assert iso_share(saver, reference, 0.01) == pytest.approx(0.4)
+    assert iso_share(saver, reference, 0.0) == pytest.approx(0.9)  # no tolerance: only λ=0 keeps accuracy
+    assert iso_share(Contender("mlp", "fit", grid(0.1, 0.1, 0.1)), reference, 0.01) is None  # no points
+    iso = select([greedy, saver], "max", 30, rule="iso_accuracy", reference=reference, tolerance=0.01)
+    assert iso["winner"]["name"] == "mf" and iso["winner"]["iso_share_val"] == pytest.approx(0.4)
+    assert iso["rule"] == "iso_accuracy" and iso["val_reference"] == reference and "iso-accuracy" in iso["tie_rule"]
+    assert iso["tied_on_utility"] == ["mf", "knn"] and iso["margin_is_tie"] is True
+    assert select([greedy, saver], "max", 30, rule="utility", reference=reference)["winner"]["name"] == "knn"
+    # ahead beyond noise on utility (the same edge on every query): the saving does not buy the crown
+    steady = Contender("knn", "fit", grid(0.80, 0.70, 0.60), per_query={q: v + 0.2 for q, v in saver.per_query.items()},
+                       points=dict(greedy.points))
+    beaten = select([steady, saver], "max", 30, rule="iso_accuracy", reference=reference)
+    assert beaten["winner"]["name"] == "knn" and beaten["tied_on_utility"] == ["knn"]
+    # equal shares fall back to the higher mean val utility
+    twin = Contender("mlp", "fit", grid(0.795, 0.695, 0.595), per_query=noisy(0.695), points=dict(saver.points))
+    assert select([saver, twin], "max", 30, rule="iso_accuracy", reference=reference)["winner"]["name"] == "mlp"
+    with pytest.raises(ValueError, match="unknown champion rule"):
+        select([greedy], "max", 30, rule="cheapest")
+    # the reference is the best single model on the val rows: highest accuracy, ties to the lower energy
+    rows = [{"query_id": "a", "lam": 0.0, "correct_by_candidate": {"x": 1, "y": 1, "z": 0},
+             "energy_by_candidate": {"x": 5.0, "y": 2.0, "z": 1.0}},
+            {"query_id": "b", "lam": 0.0, "correct_by_candidate": {"x": 1, "y": 1, "z": 1},
+             "energy_by_candidate": {"x": 5.0, "y": 4.0, "z": 1.0}}]
+    assert val_reference(rows) == {"candidate": "y", "accuracy": 1.0, "j_per_query": 3.0}
+    assert val_reference([]) is None
+
+
+def test_a_baseline_contender_carries_its_val_points(tmp_path):
+    from jouleroute.training.config import RouterDataConfig
+    from jouleroute.training.router_data import run_router_data
+
+    profile, queries = _data()
+    run_router_data(profile, queries, RouterDataConfig(), tmp_path)
+    rows = load_rows(tmp_path / "val.jsonl")
+    router = build_router("knn", profile, queries, sorted(SKILL), BaselinesConfig(embedding={"model": "hashing",
+                                                                                              "cache_dir": None}))
+    got = baseline_contender("knn", router, rows, "max")
+    val = val_queries(rows)
+    truth = profile[profile["split"] == "val"].set_index(["query_id", "candidate_id"])
+    for lam, (accuracy, joules) in got.points.items():
+        chosen = router.route(val, lam=float(lam)).candidate_ids
+        pairs = list(zip(val["query_id"], chosen))
+        assert accuracy == pytest.approx(np.mean([float(truth.loc[p, "correct"]) for p in pairs]), abs=1e-12)
+        assert joules == pytest.approx(np.mean([float(truth.loc[p, "energy_j"]) for p in pairs]), abs=1e-9)
