@@ -18,7 +18,7 @@ study's prompts) try other levers and write ``router_scoring-<levers>.json`` ins
 
 Speed does not depend on the weights' values, so both use the converted base model (the
 ``models`` stage); decision agreement of trained routers is measured on the study's val split
-by ``scripts/router_levers.py`` and stated in docs/router-training.md.
+by ``experiments/router_levers.py`` and stated in docs/router-training.md.
 
     .venv/bin/python benchmarks/bench_router_scoring.py [--queries 96] [--threads 1] [--layers 4]
 

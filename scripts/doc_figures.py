@@ -162,11 +162,11 @@ def layers() -> str:
 
 
 def router_levers() -> str:
-    """The LM router's early-exit levers on the replay study (scripts/router_levers.py's record)."""
+    """The LM router's early-exit levers on the replay study (experiments/router_levers.py's record)."""
     import json
 
     record = json.loads(_need(ROOT / "benchmarks/results/router_levers-replay.json",
-                              "run scripts/router_levers.py").read_text())
+                              "run experiments/router_levers.py").read_text())
     first = next(iter(record["routers"]))
     lines = [f"| router | decoder layers | val utility | val − {first} [95% CI] | kNN evidence chosen on val "
              "| test energy-AIQ (LM alone) | test energy-AIQ (as chosen) |", "|---|---:|---:|---|---|---:|---:|"]
@@ -184,11 +184,11 @@ def router_levers() -> str:
 
 
 def router_precision() -> str:
-    """bf16 against fp32 for the same checkpoints on the replay study (scripts/router_levers.py --tag precision)."""
+    """bf16 against fp32 for the same checkpoints on the replay study (experiments/router_levers.py --tag precision)."""
     import json
 
     record = json.loads(_need(ROOT / "benchmarks/results/router_levers-replay-precision.json",
-                              "run scripts/router_levers.py --quantize none,bf16 --tag precision").read_text())
+                              "run experiments/router_levers.py --quantize none,bf16 --tag precision").read_text())
     lines = ["| router | decoder layers | val utility fp32 | val utility bf16 | bf16 − fp32 [95% CI] | same decision "
              "(val, worst λ) | test energy-AIQ fp32 | test energy-AIQ bf16 |", "|---|---:|---:|---:|---|---:|---:|---:|"]
     for name, row in record["routers"].items():
@@ -204,11 +204,11 @@ def router_precision() -> str:
 
 
 def grpo_sweep() -> str:
-    """GRPO's k and steps on the replay study's val split (scripts/grpo_sweep.py's record)."""
+    """GRPO's k and steps on the replay study's val split (experiments/grpo_sweep.py's record)."""
     import json
 
     record = json.loads(_need(ROOT / "benchmarks/results/grpo_sweep-replay.json",
-                              "run scripts/grpo_sweep.py").read_text())
+                              "run experiments/grpo_sweep.py").read_text())
     lines = [f"SFT on {record['fraction']:g} of the train tournament, then GRPO with partial feedback (replay) on the "
              "rest; Δ: minus SFT on every train query, paired-bootstrap 95% CI over the split's queries.", "",
              "| k | steps | revealed pairs | share of the full tournament's joules | val utility | Δ val [95% CI] "

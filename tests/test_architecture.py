@@ -21,7 +21,7 @@ LIB = REPO / "jouleroute"
 # Lowest first. A unit is a top-level module or package of jouleroute/.
 LAYERS: list[set[str]] = [
     {"strict"},  # the strict base model every config class derives from
-    {"atomic", "schema", "paths", "pool", "provenance", "offline", "sampling"},  # shared contracts and small helpers
+    {"atomic", "schema", "paths", "pool", "provenance", "offline", "sampling", "stats", "torch_env"},  # shared contracts and small helpers
     {"energy", "models", "tracking", "datastore"},  # meters; the GGUF conversion; the MLflow store; the data root
     {"routing"},  # routers: score queries, decide at λ (knows no backend)
     {"backends"},  # how a model is asked

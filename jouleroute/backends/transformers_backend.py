@@ -38,7 +38,7 @@ class TransformersBackend(Backend):
         if torch_threads:
             torch.set_num_threads(torch_threads)
         seed_everything(SEED)
-        from jouleroute.routing.torch_env import resolve_device  # imports torch: only when a backend is built
+        from jouleroute.torch_env import resolve_device  # imports torch: only when a backend is built
 
         self.device = resolve_device(device)
         self.model_id = location

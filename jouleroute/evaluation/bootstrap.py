@@ -17,15 +17,9 @@ from typing import Mapping
 import numpy as np
 
 from jouleroute.evaluation.frontier import aiq
+from jouleroute.stats import resample_counts
 
 TIE, WIN, LOSS = "tie", "win", "loss"
-
-
-def resample_counts(n: int, samples: int, seed: int) -> np.ndarray:
-    """[samples, n]: how often each query is drawn in each resample (paired: one draw serves every policy)."""
-    idx = np.random.default_rng(seed).integers(0, n, size=(samples, n))
-    offsets = (np.arange(samples) * n)[:, None]
-    return np.bincount((idx + offsets).ravel(), minlength=samples * n).reshape(samples, n)
 
 
 def family_aiq(single_acc: np.ndarray, single_j: np.ndarray, acc: np.ndarray, j: np.ndarray) -> float:

@@ -9,7 +9,7 @@ more) the answer is the best model itself. Then
     oracle_savings_captured_pct = 100 · (E(best) − E(iso point)) / (E(best) − E(oracle))
 
 ``reached`` says whether a point of P qualified at all. Both figures get a paired-bootstrap interval
-over the test queries: the resamples of ``bootstrap.resample_counts`` (one draw for every policy), with
+over the test queries: the resamples of ``stats.resample_counts`` (one draw for every policy), with
 the best single model's identity fixed on the full sample and the iso point chosen again on each
 resample. Formulas and the sign of the captured share: docs/metrics.md.
 """
@@ -20,7 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
-from jouleroute.evaluation.bootstrap import resample_counts
+from jouleroute.stats import resample_counts
 
 _EPS = 1e-12
 

@@ -31,6 +31,7 @@ import pandas as pd
 
 from jouleroute.evaluation.label_eval import label_accuracy, load_rows
 from jouleroute.routing.base import Router, RoutingDecisions, Scores
+from jouleroute.stats import paired_mean_ci
 
 logger = logging.getLogger(__name__)
 
@@ -162,9 +163,7 @@ def margin_ci(win: Contender, other: Contender, samples: int = CI_SAMPLES, seed:
     queries = sorted(set(win.per_query) & set(other.per_query))
     if not queries:
         return None
-    diff = np.array([win.per_query[q] - other.per_query[q] for q in queries])
-    means = diff[np.random.default_rng(seed).integers(0, len(diff), size=(samples, len(diff)))].mean(axis=1)
-    return [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]
+    return paired_mean_ci([win.per_query[q] - other.per_query[q] for q in queries], samples, seed)
 
 
 def _tied(best: Contender, other: Contender) -> bool:

@@ -9,6 +9,7 @@ a request down a connection the server is closing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from typing import AsyncIterator
@@ -82,40 +83,37 @@ class RemoteUpstream(Upstream):
         if self.tracker is not None:
             self.tracker.abandon()
 
-    async def complete(self, request: ParsedRequest) -> Answer:
-        url, body = self._url_and_body(request, stream=False)
-        self._begin()
+    @contextlib.contextmanager
+    def _abandoned_on_failure(self):
+        """A failed request leaves the upstream's in-flight count (and its energy window) as it found it; a
+        transport error becomes an ``UpstreamError`` naming the upstream."""
         try:
-            async with self._session().post(url, json=body) as response:
-                status, text = response.status, await response.text()
-            data = checked_json(status, text, self.where)
+            yield
         except (aiohttp.ClientError, asyncio.TimeoutError) as error:
             self._abandon()
             raise self._error(error) from error
         except UpstreamError:
             self._abandon()
             raise
-        try:
+
+    async def complete(self, request: ParsedRequest) -> Answer:
+        url, body = self._url_and_body(request, stream=False)
+        self._begin()
+        with self._abandoned_on_failure():
+            async with self._session().post(url, json=body) as response:
+                status, text = response.status, await response.text()
+            data = checked_json(status, text, self.where)
             return self._answer(data, data.get("usage"))
-        except UpstreamError:
-            self._abandon()
-            raise
 
     async def stream(self, request: ParsedRequest) -> Stream:
         url, body = self._url_and_body(request, stream=True)
         self._begin()
-        try:
+        with self._abandoned_on_failure():
             response = await self._session().post(url, json=body)
             if response.status >= 400:
                 status, text = response.status, await response.text()
                 response.release()
                 checked_json(status, text, self.where)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
-            self._abandon()
-            raise self._error(error) from error
-        except UpstreamError:
-            self._abandon()
-            raise
         stream = Stream()
         stream.chunks = self._chunks(response, stream)
         return stream

@@ -28,6 +28,13 @@ _LOG_FLOOR_J = 1e-9  # keeps ln() finite for a zero-energy answer (e.g. a cached
 TIE_TOLERANCE = 1e-9  # values this close to the best are ties (float noise such as 1 − 0.1·x)
 
 
+def best_of(values: Mapping[str, float], order: Mapping[str, tuple]) -> str:
+    """The key of the highest value; values within ``TIE_TOLERANCE`` of it are ties, won by the lowest ``order``
+    (energy, then pool position): the rule ``Scores.choices`` applies to a whole table, for one query."""
+    top = max(values.values())
+    return min((c for c, v in values.items() if v >= top - TIE_TOLERANCE), key=lambda c: order[c])
+
+
 @dataclass
 class RoutingDecisions:
     """What a router chose for a batch of queries, and what choosing cost.

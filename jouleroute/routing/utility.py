@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from jouleroute.routing.scores import normalize_energy_map, utility
+from jouleroute.routing.scores import best_of, normalize_energy_map, utility
 
 
 def _energy_order(energy: Mapping[str, float], candidates: list[str]) -> dict[str, tuple[float, int]]:
@@ -37,8 +37,7 @@ def utility_label(
     """argmax_c correct(c) − λ · norm_energy(c); ties go to the cheaper candidate."""
     scores = utilities(correct, {c: energy[c] for c in candidates}, lam, norm)
     order = _energy_order(energy, candidates)
-    # Round so that float noise (e.g. 1 − 0.1·x) cannot turn a tie into a win.
-    return max(candidates, key=lambda c: (round(scores[c], 12), -order[c][0], -order[c][1]))
+    return best_of({c: scores[c] for c in candidates}, order)  # float noise (1 − 0.1·x) never breaks a tie
 
 
 def expected_utility_label(
@@ -69,7 +68,7 @@ def expected_utility_label(
     def score(c: str) -> float:
         return utility((float(correct[c]) + k * float(prior[c])) / (1.0 + k), normed[c], lam)
 
-    return max(candidates, key=lambda c: (round(score(c), 12), -order[c][0], -order[c][1]))
+    return best_of({c: score(c) for c in candidates}, order)
 
 
 def cheapest(energy: Mapping[str, float], candidates: list[str]) -> str:

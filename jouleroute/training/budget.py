@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from jouleroute.training.config import BudgetConfig, GrpoConfig, SftConfig
+from jouleroute.stats import paired_mean_ci
 
 if TYPE_CHECKING:  # partial_feedback imports transformers: the reports import this module for budget_section
     from jouleroute.training.partial_feedback import Outcomes
@@ -89,13 +90,8 @@ def split_utilities(model_dir: Path, frame: pd.DataFrame, norm: str, router_cfg)
 
 
 def paired_ci(a: np.ndarray, b: np.ndarray, samples: int, seed: int) -> list[float] | None:
-    """95% paired-bootstrap CI of mean(a − b) over queries (None without queries)."""
-    if len(a) == 0:
-        return None
-    rng = np.random.default_rng(seed)
-    diff = a - b
-    means = diff[rng.integers(0, len(diff), size=(samples, len(diff)))].mean(axis=1)
-    return [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]
+    """95% paired-bootstrap CI of mean(a − b) over queries (None without queries): ``stats.paired_mean_ci``."""
+    return paired_mean_ci(np.asarray(a, dtype=float) - np.asarray(b, dtype=float), samples, seed)
 
 
 def slice_features(inputs: BudgetInputs, sft_cfg: SftConfig, rows: list[dict], subsets: list[list[dict]]) -> None:

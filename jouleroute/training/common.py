@@ -15,7 +15,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from jouleroute.provenance import file_sha256, seed_everything  # noqa: F401 (re-exported)
 from jouleroute.routing.lm.spec import SPEC_FILE
-from jouleroute.routing.torch_env import load_tokenizer, resolve_device, set_threads, use_bf16  # noqa: F401 (re-exported)
+from jouleroute.torch_env import load_tokenizer, resolve_device, set_threads, use_bf16  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 

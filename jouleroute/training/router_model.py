@@ -17,7 +17,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from jouleroute.routing.lm.spec import RouterSpec, label_token_ids, prompt_ids
-from jouleroute.routing.torch_env import load_tokenizer, resolve_device
+from jouleroute.torch_env import load_tokenizer, resolve_device
 from jouleroute.training.policy import PolicyCache
 from jouleroute.training.trunk import TrunkSplit, keep_first_layers
 

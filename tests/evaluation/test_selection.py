@@ -174,16 +174,21 @@ def test_the_champion_s_margin_has_a_paired_bootstrap_ci_and_a_tie_is_named(tmp_
     assert old["margin_ci95"] is None and old["margin_is_tie"] is None and champion_ci_line(old) == ""
 
 
-def test_label_accuracy_gives_each_val_query_its_mean_utility_over_the_grid(tmp_path):
+def _knn_on_val(folder: Path):
+    """router_data's val rows of ``_data()``, a kNN fitted on its train split, and its contender on those rows."""
     from jouleroute.training.config import RouterDataConfig
     from jouleroute.training.router_data import run_router_data
 
     profile, queries = _data()
-    run_router_data(profile, queries, RouterDataConfig(), tmp_path)
-    rows = load_rows(tmp_path / "val.jsonl")
+    run_router_data(profile, queries, RouterDataConfig(), folder)
+    rows = load_rows(folder / "val.jsonl")
     router = build_router("knn", profile, queries, sorted(SKILL), BaselinesConfig(embedding={"model": "hashing",
                                                                                               "cache_dir": None}))
-    got = baseline_contender("knn", router, rows, "max")
+    return profile, rows, router, baseline_contender("knn", router, rows, "max")
+
+
+def test_label_accuracy_gives_each_val_query_its_mean_utility_over_the_grid(tmp_path):
+    _, rows, _, got = _knn_on_val(tmp_path)
     assert len(got.per_query) == len({r["query_id"] for r in rows})
     assert np.mean(list(got.per_query.values())) == pytest.approx(got.val_utility, abs=1e-12)  # same grid, same n
 
@@ -234,15 +239,7 @@ def test_the_iso_accuracy_rule_deploys_the_contender_that_spends_least_at_the_be
 
 
 def test_a_baseline_contender_carries_its_val_points(tmp_path):
-    from jouleroute.training.config import RouterDataConfig
-    from jouleroute.training.router_data import run_router_data
-
-    profile, queries = _data()
-    run_router_data(profile, queries, RouterDataConfig(), tmp_path)
-    rows = load_rows(tmp_path / "val.jsonl")
-    router = build_router("knn", profile, queries, sorted(SKILL), BaselinesConfig(embedding={"model": "hashing",
-                                                                                              "cache_dir": None}))
-    got = baseline_contender("knn", router, rows, "max")
+    profile, rows, router, got = _knn_on_val(tmp_path)
     val = val_queries(rows)
     truth = profile[profile["split"] == "val"].set_index(["query_id", "candidate_id"])
     for lam, (accuracy, joules) in got.points.items():

@@ -17,6 +17,7 @@ from jouleroute.energy.estimate import EstimateMeter
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.routing.baselines.embeddings import EmbeddingCache, HashingEmbedder
 from jouleroute.routing.registry import build_router
+from tests.routing.helpers import CountingEmbedder
 
 CANDIDATES = ["tiny", "mid", "big"]
 BASE_ENERGY_J = {"tiny": 1.0, "mid": 3.0, "big": 10.0}
@@ -33,18 +34,6 @@ CFG = BaselinesConfig(
     mf={"dim": 16, "epochs": 40, "lr": 5e-2, "batch_size": 16},
 )
 LEARNED = ["knn", "mlp", "mf"]
-
-
-class CountingHashingEmbedder(HashingEmbedder):
-    """The hashing encoder, recording the texts it really encodes (cache misses)."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.encoded: list[str] = []
-
-    def encode(self, texts):
-        self.encoded += texts
-        return super().encode(texts)
 
 
 def _tables(n_per_topic: int, split: str, offset: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -148,7 +137,7 @@ def test_meter_measures_uncached_overhead(family, tmp_path):
 
 
 def test_overhead_measured_on_a_sample_changes_no_decision(tmp_path):
-    embedder = CountingHashingEmbedder(cache_dir=tmp_path)
+    embedder = CountingEmbedder(cache_dir=tmp_path)
     cfg = CFG.model_copy(update={"overhead_sample": 2})
     meter = EstimateMeter()
     metered = build_router("mlp", TRAIN_PROFILE, TRAIN_QUERIES, CANDIDATES, cfg, meter=meter, embedder=embedder)

@@ -10,20 +10,9 @@ import pytest
 import jouleroute
 from jouleroute.routing.baselines.config import EmbeddingConfig
 from jouleroute.routing.baselines.embeddings import HashingEmbedder, SentenceEmbedder, build_embedder, embed_queries
+from tests.routing.helpers import CountingEmbedder
 
 TEXTS = ["add two plus three", "add five plus seven", "who ruled the roman empire"]
-
-
-class CountingEmbedder(HashingEmbedder):
-    """The hashing encoder, counting the texts it really encodes (to see cache hits)."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.encoded: list[str] = []
-
-    def encode(self, texts):
-        self.encoded += texts
-        return super().encode(texts)
 
 
 def test_hashing_embedder_is_deterministic_unit_length_and_topical():

@@ -8,7 +8,7 @@ grows to 19% and agreement at λ = 0 falls to 77%: quantization error scales wit
 bf16 (weights and activations; measured on the same sample): the label logits moved by at most 1.5%
 of their spread (p95 0.9%), no decision changed at λ = 0, 0.5 or 2; the test allows 5% and 95%.
 On the replay study's trained routers the agreement is measured on val by
-scripts/router_levers.py and stated in docs/router-training.md.
+experiments/router_levers.py and stated in docs/router-training.md.
 """
 
 from __future__ import annotations
@@ -19,31 +19,21 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from jouleroute.backends.tiny import build_tiny_llama
 from jouleroute.routing.lm.config import RouterConfig
 from jouleroute.routing.lm.router import LMRouter
 from jouleroute.routing.lm.spec import RouterSpec
 from jouleroute.training.trunk import keep_first_layers
+from tests.routing.helpers import ENERGY, POOL, tiny_router, word_queries
 
-POOL = ["a", "b", "c", "d"]
-ENERGY = {"a": 1.0, "b": 2.0, "c": 4.0, "d": 8.0}
 
 
 @pytest.fixture(scope="module")
 def router_dir(tmp_path_factory):
-    folder = build_tiny_llama(tmp_path_factory.mktemp("fast") / "model", hidden_size=64, num_layers=4, num_heads=4,
-                              seed=5, initializer_range=0.02, corpus=[f"what is {i} plus {i + 1}" for i in range(20)])
-    RouterSpec(candidates=POOL, labels=["A", "B", "C", "D"], energy_source="modelled", energy_norm="max",
-               label_policy="utility", lambdas=[0.0, 0.5, 2.0], utility_scale=10.0, max_query_tokens=48,
-               task_energy_j={"t": ENERGY}, pool_energy_j=ENERGY).save(folder)
-    return folder
+    return tiny_router(tmp_path_factory.mktemp("fast") / "model", seed=5, num_layers=4)
 
 
 def queries(n: int) -> pd.DataFrame:
-    rng = np.random.default_rng(5)
-    words = "what is plus the of a number sum two three more than less".split()
-    return pd.DataFrame({"query_id": [f"q{i}" for i in range(n)], "task": ["t"] * n,
-                         "question": [" ".join(rng.choice(words, size=int(rng.integers(3, 30)))) for _ in range(n)]})
+    return word_queries(n, seed=5)
 
 
 def test_int8_agrees_with_fp32_within_the_stated_tolerance(router_dir):
@@ -78,7 +68,7 @@ def test_bf16_agrees_with_fp32_within_the_stated_tolerance(router_dir):
 def test_native_precision_is_bf16_only_where_the_cpu_multiplies_it(monkeypatch, native):
     # The CPU's bf16 units are stubbed at their boundary (torch's CPU feature probe), so both answers are checked
     # on any machine; auto stays fp32 on every CPU, so evaluation gives the same figures everywhere.
-    from jouleroute.routing import torch_env
+    from jouleroute import torch_env
 
     monkeypatch.setattr(torch_env, "native_bf16_cpu", lambda: native)
     assert torch_env.inference_dtype("native", "cpu") == (torch.bfloat16 if native else torch.float32)

@@ -17,34 +17,21 @@ import pandas as pd
 import pytest
 import torch
 
-from jouleroute.backends.tiny import build_tiny_llama
 from jouleroute.routing.lm.config import RouterConfig
 from jouleroute.routing.lm.router import LMRouter
 from jouleroute.routing.lm.scoring import SharedPrefix, common_prefix, label_logits
-from jouleroute.routing.lm.spec import RouterSpec
+from tests.routing.helpers import ENERGY, LAMBDAS, POOL, tiny_router, word_queries
 
-POOL = ["a", "b", "c", "d"]
-ENERGY = {"a": 1.0, "b": 2.0, "c": 4.0, "d": 8.0}
-LAMBDAS = [0.0, 0.5, 2.0]
 TOLERANCE = 1e-4  # of the logits' spread
 
 
 @pytest.fixture(scope="module")
 def router_dir(tmp_path_factory):
-    folder = build_tiny_llama(tmp_path_factory.mktemp("prefix") / "model", hidden_size=64, num_layers=3,
-                              num_heads=4, kv_heads=2, seed=7, initializer_range=0.02,
-                              corpus=[f"what is {i} plus {i + 1}" for i in range(20)])
-    RouterSpec(candidates=POOL, labels=["A", "B", "C", "D"], energy_source="modelled", energy_norm="max",
-               label_policy="utility", lambdas=LAMBDAS, utility_scale=10.0, max_query_tokens=48,
-               task_energy_j={"t": ENERGY}, pool_energy_j=ENERGY).save(folder)
-    return folder
+    return tiny_router(tmp_path_factory.mktemp("prefix") / "model", seed=7, num_layers=3, kv_heads=2)
 
 
 def queries(n: int) -> pd.DataFrame:
-    rng = np.random.default_rng(11)
-    words = "what is plus the of a number sum two three more than less".split()
-    return pd.DataFrame({"query_id": [f"q{i}" for i in range(n)], "task": ["t"] * n,
-                         "question": [" ".join(rng.choice(words, size=int(rng.integers(3, 30)))) for _ in range(n)]})
+    return word_queries(n, seed=11)
 
 
 @pytest.mark.parametrize("batch_size", [16, 5])

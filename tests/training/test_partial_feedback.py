@@ -16,7 +16,7 @@ import pytest
 import torch
 from conftest import RIGHT, TOPICS, toy_tables
 from pydantic import ValidationError
-from transformers import AutoModelForCausalLM, TrainerCallback
+from transformers import AutoModelForCausalLM
 
 from jouleroute.routing.lm.router import LMRouter
 from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
@@ -27,6 +27,7 @@ from jouleroute.training.partial_feedback import (
 from jouleroute.training.router_data import run_router_data
 from jouleroute.training.sft import read_jsonl, run_sft
 from tests.conftest import tiny_router_base
+from tests.training.test_sft_grpo import KillAt
 
 LAMBDAS = (0.0, 2.0)
 POISON_J = 1e9
@@ -209,17 +210,6 @@ def test_accessor_counts_each_read_and_bills_distinct_pairs():
     rows = [{"energy_by_candidate": {"a": 1.5, "b": 2.5}}]
     bill = profiling_joules("estimated", "energy_j", "replay", rows, outcomes)
     assert bill["total_joules"] == 9.0 and bill["tournament"]["pairs"] == 2 and bill["grpo_revealed"]["rollouts"] == 3
-
-
-class KillAt(TrainerCallback):
-    """Simulates a crash (process killed) right after a given step."""
-
-    def __init__(self, step: int):
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise RuntimeError("simulated kill")
 
 
 def test_a_resumed_replay_run_keeps_the_reads_made_before_the_kill(data_dir, sft_half, tmp_path):

@@ -32,6 +32,6 @@ class RouterConfig(StrictModel):
     threads: int | None = Field(default=None, ge=1)
     # int8: torch dynamic quantization of the decoder's linear layers (CPU only; the label head stays
     # fp32); auto: int8 on CPU, none on CUDA. Agreement with fp32 is tested on a tiny model
-    # (tests/routing/test_fast_router.py); "none" stays the default until scripts/router_levers.py has
+    # (tests/routing/test_fast_router.py); "none" stays the default until experiments/router_levers.py has
     # measured the agreement of trained routers on the visible pools' val splits.
     quantize: Literal["auto", "none", "int8"] = "none"

@@ -30,7 +30,7 @@ from jouleroute.routing.base import Router, RoutingDecisions, Scores
 from jouleroute.routing.lm.config import RouterConfig
 from jouleroute.routing.lm.scoring import SharedPrefix, common_prefix, label_logits, length_batches
 from jouleroute.routing.lm.spec import RouterSpec, label_token_ids, prompt_ids
-from jouleroute.routing.torch_env import inference_dtype, load_tokenizer, resolve_device, set_threads
+from jouleroute.torch_env import inference_dtype, load_tokenizer, resolve_device, set_threads
 
 log = logging.getLogger(__name__)
 

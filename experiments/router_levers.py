@@ -9,7 +9,7 @@ For each router checkpoint given (e.g. the study's own, and early-exit variants 
 * test (never used to choose): energy-AIQ of the LM router alone, blended, and of kNN, with the
   paired-bootstrap 95% CI of (blended LM − kNN).
 
-    .venv/bin/python scripts/router_levers.py --params studies/replay/params.yaml \
+    .venv/bin/python experiments/router_levers.py --params studies/replay/params.yaml \
         --router full=artifacts/replay/grpo/model --router L6=artifacts/exp/L6/sft/model
 
 Writes benchmarks/results/router_levers-<study>.json and prints a markdown table.
@@ -35,7 +35,8 @@ from jouleroute.evaluation.val_utility import blend_on_val, mean_utility  # noqa
 from jouleroute.routing.blend import blend_scores  # noqa: E402
 from jouleroute.routing.lm.router import LMRouter  # noqa: E402
 from jouleroute.routing.registry import build_router  # noqa: E402
-from jouleroute.training.budget import paired_ci  # noqa: E402
+from jouleroute import stats  # noqa: E402
+from jouleroute.evaluation import val_utility  # noqa: E402
 
 
 # inference variants: the router params each one sets
@@ -55,20 +56,14 @@ def outcomes(scores, matrix, lambdas):
 
 
 def per_query_utility(scores, matrix, lambdas, norm) -> np.ndarray:
-    """Each val query's utility, averaged over ``lambdas``: what a paired comparison resamples."""
-    from jouleroute.routing.scores import normalize_energy
-
-    rows = np.array([matrix.query_ids.index(q) for q in scores.query_ids])
-    cols = np.array([matrix.candidates.index(c) for c in scores.candidates])
-    correct = matrix.correct[np.ix_(rows, cols)].astype(float)
-    cost = normalize_energy(matrix.energy_j[np.ix_(rows, cols)], norm)
-    at = np.arange(len(rows))
-    return np.mean([correct[at, scores.choices(lam)] - lam * cost[at, scores.choices(lam)] for lam in lambdas], axis=0)
+    """Each val query's utility averaged over ``lambdas`` (the library's, in the order of ``scores``)."""
+    by_query = val_utility.per_query_utility(scores, matrix, lambdas, norm)
+    return np.array([by_query[q] for q in scores.query_ids])
 
 
 def paired_mean_ci(diff: np.ndarray, samples: int = 1000, seed: int = 0) -> dict:
-    """Mean of a paired difference and its 95% percentile bootstrap interval (queries resampled, seeded)."""
-    low, high = paired_ci(diff, np.zeros_like(diff), samples, seed)
+    """Mean of a paired difference and its 95% percentile bootstrap interval (``stats.paired_mean_ci``)."""
+    low, high = stats.paired_mean_ci(diff, samples, seed)
     label = "tie" if low <= 0 <= high else ("better" if low > 0 else "worse")
     return {"difference": float(diff.mean()), "ci_low": low, "ci_high": high, "verdict": label}
 

@@ -7,7 +7,7 @@ script collects their budget.json files into one record. The rule that chooses, 
 the settings whose SFT + GRPO point ties SFT on every train query on val (the paired CI contains 0),
 the one with the fewest profiling joules; ties on joules go to the higher val utility.
 
-    .venv/bin/python scripts/grpo_sweep.py artifacts/replay/budget artifacts/replay/budget-sweep-k2-s100 ...
+    .venv/bin/python experiments/grpo_sweep.py artifacts/replay/budget artifacts/replay/budget-sweep-k2-s100 ...
 
 Writes benchmarks/results/grpo_sweep-replay.json.
 """
@@ -39,17 +39,25 @@ def settings(budget_dirs: list[Path], fraction: float) -> list[dict]:
     return sorted(rows, key=lambda r: (r["k"], r["steps"]))
 
 
+def choose(rows: list[dict]) -> dict | None:
+    """The rule (module doc): the fewest profiling joules among the settings that tie on val, then the higher val
+    utility; ``None`` when no setting ties."""
+    tying = [r for r in rows if r["val_tie"]]
+    return min(tying, key=lambda r: (r["profiling_j"], -r["val_utility"])) if tying else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("budget_dirs", nargs="+", type=Path)
     parser.add_argument("--fraction", type=float, default=0.5)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/grpo_sweep-replay.json",
+                        help="the record to write (default: the one docs/router-training.md is generated from)")
     args = parser.parse_args()
     rows = settings([d if d.is_absolute() else ROOT / d for d in args.budget_dirs], args.fraction)
     if not rows:
         raise SystemExit(f"no sft+grpo point at fraction {args.fraction} in {args.budget_dirs}")
-    tying = [r for r in rows if r["val_tie"]]
-    chosen = min(tying, key=lambda r: (r["profiling_j"], -r["val_utility"])) if tying else None
-    out = ROOT / "benchmarks/results/grpo_sweep-replay.json"
+    chosen = choose(rows)
+    out = args.out
     out.write_text(json.dumps({"study": "replay", "fraction": args.fraction, "settings": rows,
                                "rule": "fewest profiling joules among the settings that tie SFT on every train "
                                        "query on val (paired CI contains 0); then the higher val utility",

@@ -1,4 +1,4 @@
-"""Devices, threads, precision and tokenizers: shared by routing (inference) and training."""
+"""Devices, threads, precision and tokenizers: shared by the backends, routing (inference) and training."""
 
 from __future__ import annotations
 

@@ -1,0 +1,66 @@
+"""The experiments (experiments/README.md) start, explain themselves, and choose by the rule they state.
+
+Each one reads a finished study's artifacts, which the default suite does not build; what is checked here is that
+each imports against today's library (``--help`` in a subprocess) and that the choice rules are the stated ones,
+on small records written here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXPERIMENTS = sorted((REPO / "experiments").glob("*.py"))
+
+
+@pytest.mark.parametrize("script", EXPERIMENTS, ids=lambda p: p.name)
+def test_each_experiment_explains_itself(script):
+    done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, cwd=REPO,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage:" in done.stdout and len(done.stdout.splitlines()) > 5
+
+
+def _budget(folder: Path, k: int, steps: int, joules: float, ci: list[float], utility: float) -> Path:
+    folder.mkdir(parents=True)
+    point = {"recipe": "sft+grpo", "fraction": 0.5, "k": k, "grpo_steps": steps, "profiling_j": joules,
+             "share_of_full_train_tournament": joules / 100, "revealed_pairs": 10, "val_utility": utility,
+             "val_minus_full_sft": sum(ci) / 2, "val_minus_full_sft_ci95": ci, "test_utility": utility,
+             "test_minus_full_sft": 0.0, "test_minus_full_sft_ci95": [-0.01, 0.01]}
+    (folder / "budget.json").write_text(json.dumps({"points": [point, {**point, "recipe": "sft"}]}))
+    return folder
+
+
+def test_the_grpo_sweep_picks_the_fewest_joules_among_the_settings_that_tie_on_val(tmp_path):
+    dirs = [_budget(tmp_path / "a", 2, 200, 57.0, [-0.02, 0.01], 0.60),
+            _budget(tmp_path / "b", 2, 100, 54.0, [-0.02, 0.01], 0.59),
+            _budget(tmp_path / "c", 4, 100, 40.0, [-0.05, -0.01], 0.55)]  # cheapest, but worse beyond noise
+    out = tmp_path / "sweep.json"
+    done = subprocess.run([sys.executable, str(REPO / "experiments/grpo_sweep.py"), *map(str, dirs), "--out",
+                           str(out)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(out.read_text())
+    assert record["chosen"] == {"k": 2, "steps": 100}
+    assert [(r["k"], r["steps"], r["val_tie"]) for r in record["settings"]] == [(2, 100, True), (2, 200, True),
+                                                                              (4, 100, False)]
+
+
+def test_router_levers_uses_the_library_s_per_query_utility_and_paired_interval():
+    sys.path.insert(0, str(REPO / "experiments"))
+    try:
+        import router_levers
+    finally:
+        sys.path.remove(str(REPO / "experiments"))
+    from jouleroute import stats
+
+    diff = np.random.default_rng(0).normal(0.01, 0.05, 80)
+    got = router_levers.paired_mean_ci(diff)
+    assert [got["ci_low"], got["ci_high"]] == stats.paired_mean_ci(diff)
+    assert got["verdict"] == ("tie" if got["ci_low"] <= 0 <= got["ci_high"] else "better")
+    steady = router_levers.paired_mean_ci(np.full(40, -0.02))
+    assert steady["verdict"] == "worse" and steady["ci_low"] == pytest.approx(-0.02)
