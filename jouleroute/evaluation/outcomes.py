@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from jouleroute.routing.base import RoutingDecisions
+from jouleroute.routing.scores import oracle_index as scores_oracle_index
 
 NO_SOURCE = "none"  # overhead_energy_source of zero-cost routers (oracle, always-X)
 
@@ -136,9 +137,7 @@ def oracle_index(m: ProfileMatrix) -> np.ndarray:
 
     Ties go to the earlier candidate id (candidates are sorted), so the oracle is deterministic.
     """
-    top = m.correct.max(axis=1, keepdims=True)
-    penalty = np.where(m.correct >= top - 1e-12, 0.0, np.inf)  # only the most likely right ones
-    return np.argmin(m.energy_j + penalty, axis=1)
+    return scores_oracle_index(m.correct.astype(float), m.energy_j.astype(float))  # routing.scores: the one rule
 
 
 def oracle_outcome(m: ProfileMatrix) -> Outcome:

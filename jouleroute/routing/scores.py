@@ -28,6 +28,17 @@ _LOG_FLOOR_J = 1e-9  # keeps ln() finite for a zero-energy answer (e.g. a cached
 TIE_TOLERANCE = 1e-9  # values this close to the best are ties (float noise such as 1 − 0.1·x)
 
 
+def oracle_index(correct: np.ndarray, energy_j: np.ndarray) -> np.ndarray:
+    """The oracle, once ([queries, candidates] in, a column per query out): the cheapest of the candidates with
+    the highest (expected) correctness, within ``TIE_TOLERANCE``; on 0/1 outcomes the cheapest correct one, or the
+    cheapest when none is. Equal energies go to the earlier column. A NaN correctness is never chosen while a
+    candidate has one; a NaN energy counts as the most expensive."""
+    correct = np.where(np.isnan(correct), -np.inf, correct)
+    top = correct.max(axis=1, keepdims=True)
+    penalty = np.where(correct >= top - TIE_TOLERANCE, 0.0, np.inf)  # only the most likely right ones
+    return np.argmin(np.nan_to_num(energy_j, nan=np.inf, posinf=np.inf) + penalty, axis=1)
+
+
 def best_of(values: Mapping[str, float], order: Mapping[str, tuple]) -> str:
     """The key of the highest value; values within ``TIE_TOLERANCE`` of it are ties, won by the lowest ``order``
     (energy, then pool position): the rule ``Scores.choices`` applies to a whole table, for one query."""

@@ -40,6 +40,12 @@ def utility_label(
     return best_of({c: scores[c] for c in candidates}, order)  # float noise (1 − 0.1·x) never breaks a tie
 
 
+def shrunk_correct(correct: float, prior: float, strength: float) -> float:
+    """p̂ = (correct + k · prior) / (1 + k): one outcome shrunk toward a prior worth ``k = strength`` observations
+    (the posterior mean of a Beta prior centred on ``prior``); the labels', router_data's and GRPO's rewards'."""
+    return (float(correct) + strength * float(prior)) / (1.0 + strength)
+
+
 def expected_utility_label(
     correct: Mapping[str, int],
     energy: Mapping[str, float],
@@ -66,7 +72,7 @@ def expected_utility_label(
     k = float(prior_strength)
 
     def score(c: str) -> float:
-        return utility((float(correct[c]) + k * float(prior[c])) / (1.0 + k), normed[c], lam)
+        return utility(shrunk_correct(correct[c], prior[c], k), normed[c], lam)
 
     return best_of({c: score(c) for c in candidates}, order)
 

@@ -29,6 +29,7 @@ from transformers import TrainerCallback
 
 from jouleroute.routing.scores import energy_penalty as penalty_term
 from jouleroute.routing.scores import normalize_energy_map
+from jouleroute.routing.utility import shrunk_correct
 from jouleroute.sampling import profiled_ids  # noqa: F401  (where the tournament reads it too)
 from jouleroute.schema import PairOutcome as Outcome
 from jouleroute.training.rewards import completion_text, get_reward
@@ -206,7 +207,7 @@ class ReplayRewards:
         return [o.correct if o is not None else 0.0 for _c, o in self.observe(completions, query_id)]
 
     def expected_correctness(self, completions, query_id, task, **_: Any) -> list[float]:
-        return [(o.correct + self.k * self._prior(t, c)) / (1 + self.k) if o is not None else 0.0
+        return [shrunk_correct(o.correct, self._prior(t, c), self.k) if o is not None else 0.0
                 for (c, o), t in zip(self.observe(completions, query_id), task)]
 
     def energy_penalty(self, completions, query_id, task, lam, **_: Any) -> list[float]:

@@ -29,7 +29,7 @@ from jouleroute.schema import ENERGY_SOURCES
 from jouleroute.training.config import RouterDataConfig
 from jouleroute.routing.lm.spec import RouterSpec, default_labels, format_lambda
 from jouleroute.routing.scaffold import learn_scaffolds
-from jouleroute.routing.utility import cheapest_correct_label, expected_utility_label, utility_label
+from jouleroute.routing.utility import cheapest_correct_label, expected_utility_label, shrunk_correct, utility_label
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def run_router_data(profile: pd.DataFrame, queries: pd.DataFrame, cfg: RouterDat
     train_outcomes = _outcomes(train, energy.column, train)
     k = cfg.prior_strength  # GRPO's expected_correctness reward: the outcome shrunk toward the task prior
     train_rows = [{**row(qid, o), "labels": {format_lambda(lam): label(o, lam) for lam in cfg.lambdas},
-                   "expected_correct_by_candidate": {c: (o["correct"][c] + k * o["prior"][c]) / (1 + k)
+                   "expected_correct_by_candidate": {c: shrunk_correct(o["correct"][c], o["prior"][c], k)
                                                      for c in candidates}}
                   for qid, o in train_outcomes.items()]
     val = profile[profile["split"] == "val"]

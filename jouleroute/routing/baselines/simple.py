@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from jouleroute.routing.base import Router, RoutingDecisions, Scores
+from jouleroute.routing.scores import oracle_index
 from jouleroute.routing.families import register_family
 
 log = logging.getLogger(__name__)
@@ -131,11 +132,12 @@ class OracleRouter(Router):
                 f"oracle profile has {int(dup.sum())} repeated (query_id, candidate_id) rows, "
                 f"first at row {rows.index[dup][0]}: ({first['query_id']}, {first['candidate_id']})"
             )
-        # Most likely correct first (0/1: the correct ones), then cheaper; the first row of each query is its choice.
-        ranked = rows.assign(_wrong=1 - rows["correct"].astype(float)).sort_values(
-            ["query_id", "_wrong", energy_column, "candidate_id"], kind="stable"
-        )
-        self.choice = ranked.drop_duplicates("query_id").set_index("query_id")["candidate_id"].to_dict()
+        # routing.scores.oracle_index, the rule the evaluation's oracle uses; columns sorted: ties to the lower id
+        correct = rows.pivot(index="query_id", columns="candidate_id", values="correct").astype(float)
+        energy = rows.pivot(index="query_id", columns="candidate_id", values=energy_column).astype(float)
+        columns = sorted(correct.columns)
+        chosen = oracle_index(correct[columns].to_numpy(), energy.reindex(columns=columns).to_numpy())
+        self.choice = dict(zip(correct.index, np.asarray(columns)[chosen]))
 
     def score(self, queries: pd.DataFrame) -> Scores:
         ids = query_ids_of(queries)
