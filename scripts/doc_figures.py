@@ -63,6 +63,32 @@ def lambda_reruns() -> str:
     return f"(a λ experiment reruns {listed}: the stages whose params name `router.lam`, and what reads their outputs):"
 
 
+def mlflow_runs() -> str:
+    """One row per stage of dvc.yaml that opens an MLflow run: the params it logs (its dvc.yaml `params:`, the
+    ones `StageContext.logged_params` flattens) and what its module's ``MLFLOW_RUN`` says it logs."""
+    import importlib
+
+    from jouleroute.stages.table import read, stage_order
+
+    table = read(ROOT / "dvc.yaml")
+    rows, silent = ["| run | params (its `dvc.yaml` entry's) | energy and accuracy metrics | artifacts |",
+                    "|---|---|---|---|"], []
+    for name in stage_order(ROOT / "dvc.yaml"):
+        module = importlib.import_module(f"jouleroute.stages.{name}")
+        logs = getattr(module, "MLFLOW_RUN", None)
+        opens = "stage_run(" in Path(module.__file__).read_text() or "training_run(" in Path(module.__file__).read_text()
+        if logs is None:
+            if opens:
+                raise SourceMissing(f"jouleroute/stages/{name}.py opens an MLflow run but declares no MLFLOW_RUN")
+            silent.append(f"`{name}`")
+            continue
+        params = ", ".join(f"`{p}`" for p in table[name].params) or "none"
+        rows.append(f"| `{name}` | {params} | {logs['metrics'] or '—'} | {logs['artifacts'] or '—'} |")
+    tail = [f"\n{', '.join(silent)} regenerates documents from the runs' outputs and logs no run of its own."] \
+        if silent else []
+    return "\n".join(rows + tail)
+
+
 def _study_tables():
     import pandas as pd
 
@@ -335,6 +361,7 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "phase-across-pools": ("README.md", phase_across_pools),
     "stages": ("README.md", stages),
     "lambda-reruns": ("README.md", lambda_reruns),
+    "mlflow-runs": ("README.md", mlflow_runs),
     "study-size": ("README.md", study_size),
     "replay-pool": ("docs/replay.md", replay_pool),
     "models": ("docs/backends.md", models),

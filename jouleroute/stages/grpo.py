@@ -16,6 +16,13 @@ from jouleroute.tracking import register_router, registered_name
 
 logger = logging.getLogger(__name__)
 
+# What this stage's MLflow run logs besides its params and tags (the README's table of runs is generated from it)
+MLFLOW_RUN = {"metrics": ('training curves and rewards; the same held-out figures for sft and grpo '
+                          '(`sft_vs_grpo.*`); `profiling_j.*`, the joules the router cost to profile, '
+                          'by source'),
+              "artifacts": ('the budget stage adds `plots/budget.png` to this run (found by the run id'
+                            ' grpo recorded)')}
+
 
 def grpo_stage(ctx: StageContext) -> dict:
     """GRPO, then SFT-only vs SFT+GRPO on held-out (val) queries; keeps the better one when configured."""
@@ -24,9 +31,10 @@ def grpo_stage(ctx: StageContext) -> dict:
         log_training_metrics(run, metrics)
         if run is not None:
             full = metrics["profiling"]["full_train_tournament"]
-            run.log_metrics({"profiling_j.full_train_tournament": full["joules"],
-                             "profiling_share_of_full_train_tournament":
-                                 metrics["profiling"]["share_of_full_train_tournament"]})
+            if full["joules"] is not None:  # unknown when the tournament ran a train share (the budget stage's)
+                run.log_metrics({"profiling_j.full_train_tournament": full["joules"],
+                                 "profiling_share_of_full_train_tournament":
+                                     metrics["profiling"]["share_of_full_train_tournament"]})
             version = _register(ctx, run.run_id, metrics)
             # the run, by id, for the stages that write into it or tag its router (budget, evaluate)
             write_json(ctx.path("grpo_dir") / RUN_RECORD, {"run_id": run.run_id, "router_version": version})
@@ -76,6 +84,15 @@ def _compare_to_full_tournament(ctx: StageContext, profiling: dict) -> None:
     from jouleroute.training.partial_feedback import pairs_joules
     from jouleroute.training.sft import read_jsonl
 
+    from jouleroute.training.router_data import UNPROFILED
+
+    if (ctx.path("router_data_dir") / UNPROFILED).is_file():  # a train share was run: the full one is not known here
+        profiling["full_train_tournament"] = {
+            "pairs": None, "joules": None,
+            "why": "the tournament ran tournament.train_fraction of the train queries, so train.jsonl holds only "
+                   "those; the budget stage completes and bills the full train tournament (budget.json)"}
+        profiling["share_of_full_train_tournament"] = None
+        return
     pairs, joules = pairs_joules(read_jsonl(ctx.path("router_data_dir") / "train.jsonl"))
     profiling["full_train_tournament"] = {"pairs": pairs, "joules": joules}
     profiling["share_of_full_train_tournament"] = profiling["total_joules"] / joules if joules > 0 else None

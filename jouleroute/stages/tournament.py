@@ -27,22 +27,28 @@ from jouleroute.tracking import energy_label
 
 logger = logging.getLogger(__name__)
 
+# What this stage's MLflow run logs besides its params and tags (the README's table of runs is generated from it)
+MLFLOW_RUN = {"metrics": ('`<candidate>.accuracy`, `<candidate>.energy_j_mean`, p95, J per correct '
+                          'answer, latency (names as in `summary.json`), model loading and warm-up '
+                          'times'),
+              "artifacts": ('`plots/accuracy_vs_energy.png`, `profile_summary.md`, '
+                            '`profile_summary.json`, `run_metadata.json`')}
+
 
 def profiled_queries(ctx: StageContext, queries: pd.DataFrame) -> pd.DataFrame:
-    """The queries the tournament runs: all of them, except with ``grpo.reward_source: live``, where it runs
-    only the train queries SFT fits (``sft.full_profile_fraction`` of each task's, seeded by ``sft.seed``, as
-    SFT draws them) and every val and test query; GRPO's live rollouts answer the other train queries."""
-    sft = ctx.params.sft
-    if ctx.params.grpo.reward_source != "live" or sft.full_profile_fraction >= 1:
+    """The queries the tournament runs: every val and test query, and ``tournament.train_fraction`` of each
+    task's train queries (seeded by ``tournament.seed``); below 1, GRPO's live rollouts answer the others."""
+    cfg = ctx.params.tournament
+    if cfg.train_fraction >= 1:
         return queries
     from jouleroute.sampling import profiled_ids
 
     train = queries[queries["split"] == "train"]
-    keep = set(profiled_ids(train.to_dict("records"), sft.full_profile_fraction, sft.seed))
+    keep = set(profiled_ids(train.to_dict("records"), cfg.train_fraction, cfg.seed))
     chosen = queries[(queries["split"] != "train") | queries["query_id"].isin(keep)].reset_index(drop=True)
-    logger.info("grpo.reward_source live: the tournament profiles %d of %d train queries (sft.full_profile_fraction "
-                "%g) and every val and test query; GRPO's rollouts answer the rest", len(keep),
-                train["query_id"].nunique(), sft.full_profile_fraction)
+    logger.info("tournament.train_fraction %g: the tournament profiles %d of %d train queries and every val and test "
+                "query; GRPO's live rollouts answer the rest", cfg.train_fraction, len(keep),
+                train["query_id"].nunique())
     return chosen
 
 
@@ -56,7 +62,7 @@ def tournament_stage(ctx: StageContext, run_jobs: JobRunner | None = None,
                              batches_per_job=batches_per_job)
     summary = summarize_profile(profile)
     meta = _run_metadata(ctx, profile)
-    if len(inputs.queries) < len(everything):  # live GRPO: the queries profiled (validate expects exactly these)
+    if len(inputs.queries) < len(everything):  # a train share: the queries profiled (validate expects exactly these)
         meta["profiled_query_ids"] = sorted(map(str, inputs.queries["query_id"]))
     write_json(ctx.path("profile_meta"), meta)
     write_json(ctx.path("tournament_summary"), summary)

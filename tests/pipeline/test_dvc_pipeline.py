@@ -68,13 +68,17 @@ def test_first_repro_runs_every_stage_and_writes_results(tiny_repo, reproduced):
     profile = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
     assert set(profile["task"]) == {"gsm8k", "math500", "mmlu", "arc_challenge", "arc_easy", "hellaswag", "bbh"}
     assert not profile.duplicated(["query_id", "candidate_id"]).any()
-    # grpo.reward_source live: the tournament ran half of each task's train queries (SFT's) and every other query
+    # tournament.train_fraction 0.5 (live GRPO): the tournament ran half of each task's train queries and every other query
     train = queries[queries["split"] == "train"]
     profiled = set(profiled_ids(train.to_dict("records"), 0.5, 0))
     assert len(profiled) < len(train)
     assert set(profile["query_id"]) == profiled | set(queries.loc[queries["split"] != "train", "query_id"])
     assert len(profile) == profile["query_id"].nunique() * 3
     # GRPO's live rollouts wrote their pairs into the shard store, and `dvc status` above stayed clean
+    # grpo cannot know the full train tournament of a train share (train.jsonl holds the profiled half): it says
+    # so, and leaves the share to the budget stage, which completes that tournament
+    bill = json.loads((tiny_repo / "artifacts/grpo/metrics.json").read_text())["profiling"]
+    assert bill["share_of_full_train_tournament"] is None and "budget" in bill["full_train_tournament"]["why"]
     executed = json.loads((tiny_repo / "artifacts/grpo/executed_pairs.json").read_text())
     assert executed and all(q not in profiled and q in set(train["query_id"]) for q, _c in executed)
     assert {tuple(p) for p in executed} <= set(zip(store_rows(tiny_repo)["query_id"], store_rows(tiny_repo)["candidate_id"]))

@@ -1,5 +1,5 @@
-"""grpo.reward_source live on the embedded default (issue 19): the tournament profiles SFT's share of the train
-queries only, router_data lists the others for GRPO, SFT fits what was profiled, replay refuses what was not."""
+"""grpo.reward_source live on the embedded default (issue 19): the tournament profiles its share of the train
+queries only (tournament.train_fraction), router_data lists the others for GRPO, SFT fits what was profiled, replay refuses what was not."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from conftest import toy_tables
 from jouleroute.config import Params
 from jouleroute.stages.context import StageContext
 from jouleroute.stages.tournament import profiled_queries
+from jouleroute.tournament.config import TournamentConfig
 from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.training.grpo import run_grpo
 from jouleroute.training.partial_feedback import PROFILED_FILE, profiled_ids
@@ -23,18 +24,31 @@ def context(**sections) -> StageContext:
     return StageContext(Params(**sections), Path("."), Path("params.yaml"))
 
 
-def test_the_tournament_under_live_profiles_only_the_sft_share_of_train():
+def test_the_tournament_runs_its_own_train_share_and_reads_no_training_key():
     _profile, queries = toy_tables({"train": 4, "val": 2, "test": 1})
     train = queries[queries["split"] == "train"]
-    live = context(grpo=GrpoConfig(reward_source="live"), sft=SftConfig(full_profile_fraction=0.5, seed=3))
+    live = context(tournament=TournamentConfig(train_fraction=0.5, seed=3), grpo=GrpoConfig(reward_source="live"),
+                   sft=SftConfig(full_profile_fraction=0.5, seed=3))
     chosen = profiled_queries(live, queries)
     assert set(chosen.loc[chosen["split"] == "train", "query_id"]) == set(profiled_ids(train.to_dict("records"), 0.5, 3))
     assert 0 < (chosen["split"] == "train").sum() < len(train)
     assert set(chosen.loc[chosen["split"] != "train", "query_id"]) == set(queries.loc[queries["split"] != "train",
                                                                                       "query_id"])
+    # SFT's share alone (replay-revealed partial feedback) runs every query: the tournament reads only its section
     for other in (context(grpo=GrpoConfig(reward_source="replay"), sft=SftConfig(full_profile_fraction=0.5)),
-                  context(grpo=GrpoConfig(reward_source="live"))):  # replay reads a full profile; fraction 1: all
+                  context(grpo=GrpoConfig(reward_source="live"))):
         assert profiled_queries(other, queries).equals(queries)
+
+
+@pytest.mark.parametrize("sections, message", [
+    ({"grpo": {"reward_source": "profile"}, "sft": {"full_profile_fraction": 0.5}}, "cannot answer"),
+    ({"grpo": {"reward_source": "live"}, "sft": {"full_profile_fraction": 1.0}}, "must equal tournament.train_fraction"),
+    ({"grpo": {"reward_source": "live"}, "sft": {"full_profile_fraction": 0.5, "seed": 7}}, "tournament.seed 0"),
+])
+def test_a_train_share_the_training_keys_disagree_with_is_refused_in_one_line(sections, message):
+    with pytest.raises(ValueError, match=message):
+        Params(tournament={"train_fraction": 0.5}, **sections)
+    Params(tournament={"train_fraction": 0.5}, grpo={"reward_source": "live"}, sft={"full_profile_fraction": 0.5})
 
 
 @pytest.fixture(scope="module")
