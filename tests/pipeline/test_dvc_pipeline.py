@@ -217,7 +217,14 @@ def test_the_champion_is_chosen_on_val_registered_and_reported(tiny_repo, reprod
     `champion` (issue 18, item 4); `jouleroute serve` builds it (tests/gateway/test_champion.py)."""
     selection = json.loads((tiny_repo / "artifacts/evaluate/report.json").read_text())["selection"]
     assert {"lm/sft", "knn", "mlp", "mf"} <= {c["name"] for c in selection["contenders"]}
-    assert selection["winner"]["val_utility"] == max(c["val_utility"] for c in selection["contenders"])
+    # evaluate.champion_by: iso_accuracy (the default): among the contenders tied with the best mean val utility,
+    # the lowest val iso-accuracy energy share (no val point at that accuracy: 100%)
+    assert selection["rule"] == "iso_accuracy"
+    tied = [c for c in selection["contenders"] if c["name"] in selection["tied_on_utility"]]
+    assert max(c["val_utility"] for c in selection["contenders"]) in {c["val_utility"] for c in tied}
+    share = lambda c: 1.0 if c["iso_share_val"] is None else c["iso_share_val"]  # noqa: E731
+    winner = next(c for c in selection["contenders"] if c["name"] == selection["winner"]["name"])
+    assert winner in tied and share(winner) == min(share(c) for c in tied)
     # kNN evidence in the LM router was tried on val: every weight with either energy estimate
     evidence = selection["knn_evidence"]
     assert len(evidence["val_utility"]) == 8 and "0/first" in evidence["val_utility"]
