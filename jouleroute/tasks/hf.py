@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from jouleroute.benchmarks.tasks import Task
+from jouleroute.tasks.registry import Task
 
 log = logging.getLogger(__name__)
 
