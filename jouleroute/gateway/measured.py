@@ -17,14 +17,14 @@ answer keeps the profile's expectation (``expected:<source>``), as without an ex
 from __future__ import annotations
 
 import asyncio
+import http.client
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
-import httpx
-
-from jouleroute.energy.exporter import ExporterError, counter_delta_j, read_exporter
+from jouleroute.energy.exporter import ExporterError, counter_delta_j, parse_counters
 from jouleroute.pool import ServedEnergy
 
 logger = logging.getLogger(__name__)
@@ -35,6 +35,47 @@ class _Done:
     candidate: str
     weight: float
     expected_j: float | None
+
+
+class ExporterConnection:
+    """GETs of one exporter on one kept-alive HTTP/1.1 connection (stdlib ``http.client``): the gateway scrapes
+    every second for as long as it runs, and a scrape costs about a third of the CPU of an httpx request
+    (benchmarks/bench_exporter_overhead.py). A dropped connection (an exporter restart) is opened again once."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ExporterError(f"{url}: not an http(s) URL")
+        self.url, self.timeout_s = url, timeout_s
+        self.host, self.port, self.https = parts.hostname, parts.port, parts.scheme == "https"
+        self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.connection: http.client.HTTPConnection | None = None
+
+    def _open(self) -> http.client.HTTPConnection:
+        kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        return kind(self.host, self.port, timeout=self.timeout_s)
+
+    def get_text(self) -> str:
+        for attempt in (1, 2):
+            self.connection = self.connection or self._open()
+            try:
+                self.connection.request("GET", self.path)
+                response = self.connection.getresponse()
+                body = response.read()
+            except (OSError, http.client.HTTPException) as error:
+                self.close()
+                if attempt == 2:
+                    raise ExporterError(f"{self.url}: {type(error).__name__}: {error}") from error
+                continue
+            if response.status != 200:
+                raise ExporterError(f"{self.url}: answered HTTP {response.status}")
+            return body.decode("utf-8", errors="replace")
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
 
 
 @dataclass
@@ -55,6 +96,7 @@ class ExporterTracker:
     measured_j: dict[str, float] = field(default_factory=dict)
     expected_j: dict[str, float] = field(default_factory=dict)  # the expectation for the answers measured
     lock: threading.Lock = field(default_factory=threading.Lock)
+    connection: ExporterConnection | None = field(default=None, repr=False)
 
     def begin(self) -> None:
         with self.lock:
@@ -75,9 +117,19 @@ class ExporterTracker:
                 return self.rate_j_per_token * weight, self.source
         return None
 
-    def scrape(self, client: httpx.Client | None = None) -> None:
+    def read(self) -> tuple[dict[int, float], str]:
+        """The counters of ``gpus`` (millijoules) and the exporter's energy label, in one kept-alive GET."""
+        if self.connection is None:
+            self.connection = ExporterConnection(self.url, self.timeout_s)
+        text = self.connection.get_text()
         try:
-            counters, source = read_exporter(self.url, self.metric, self.gpus, self.timeout_s, client)
+            return parse_counters(text, self.metric, self.gpus)
+        except ExporterError as error:
+            raise ExporterError(f"{self.url}: {error}") from error
+
+    def scrape(self) -> None:
+        try:
+            counters, source = self.read()
             now = time.perf_counter()
             delta = None if self.last is None else sum(counter_delta_j(self.last[1], counters, self.url).values())
         except ExporterError as error:
@@ -134,11 +186,15 @@ class MeasuredEnergy:
             self.task = asyncio.get_running_loop().create_task(self._loop())
 
     async def _loop(self) -> None:
-        with httpx.Client() as client:
+        try:
             while True:
                 for tracker in list(self.trackers.values()):
-                    await asyncio.to_thread(tracker.scrape, client)
+                    await asyncio.to_thread(tracker.scrape)
                 await asyncio.sleep(self.interval_s)
+        finally:
+            for tracker in self.trackers.values():
+                if tracker.connection is not None:
+                    tracker.connection.close()
 
     async def aclose(self) -> None:
         if self.task is not None:
