@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -127,6 +128,23 @@ def lambda_step(lam: float) -> int:
     return round(float(lam) * LAMBDA_STEP)
 
 
+_KEY_REFUSED = re.compile(r"[^A-Za-z0-9_\-. :/]")
+
+
+def mlflow_key(key: str) -> str:
+    """``key`` as MLflow accepts a param or metric name: each character it refuses (``@``, ``+``, ``(`` ... in a
+    public pool's model names, ``Llama-3.1-405B-Inst@sambanova``) becomes ``_``."""
+    return _KEY_REFUSED.sub("_", str(key))
+
+
+def mlflow_keys(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` under names MLflow accepts (``mlflow_key``); where two names become one, the first is kept."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        out.setdefault(mlflow_key(key), value)
+    return out
+
+
 def finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     """Numeric, finite values only (MLflow rejects None; NaN would chart as a gap anyway); bools as 0/1."""
     out = {}
@@ -158,7 +176,7 @@ class StageRun:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        items = [Metric(k, v, now, step) for k, v in finite_metrics(metrics).items()]
+        items = [Metric(k, v, now, step) for k, v in mlflow_keys(finite_metrics(metrics)).items()]
         for i in range(0, len(items), _BATCH):
             self.client.log_batch(self.run_id, metrics=items[i:i + _BATCH])
 
@@ -166,12 +184,12 @@ class StageRun:
         from mlflow.entities import Param
 
         existing = self.client.get_run(self.run_id).data.params
-        items = [Param(k, str(v)[:6000]) for k, v in params.items() if k not in existing]
+        items = [Param(k, str(v)[:6000]) for k, v in mlflow_keys(params).items() if k not in existing]
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[i:i + 100])
 
     def set_tags(self, tags: dict[str, Any]) -> None:
-        for key, value in tags.items():
+        for key, value in mlflow_keys(tags).items():
             self.client.set_tag(self.run_id, key, str(value))
 
     def log_artifact(self, path: Path, folder: str | None = None) -> None:
@@ -204,7 +222,7 @@ def stage_run(uri: str | None, experiment: str, stage: str, tags: dict[str, str]
     client = MlflowClient(tracking_uri=uri)
     exp = experiment_id(client, uri, experiment)
     run = StageRun(client, client.create_run(exp, run_name=stage, start_time=start_time_ms,
-                                             tags=run_tags(stage, tags, energy_source)).info.run_id, uri)
+                                             tags=mlflow_keys(run_tags(stage, tags, energy_source))).info.run_id, uri)
     try:
         run.log_params(params)
         yield run

@@ -67,7 +67,16 @@ def champion_lines(selection: dict | None) -> list[str]:
     win = selection["winner"]
     lines = [f"champion (chosen on val, {selection['n_val_queries']} queries): {win['name']}, "
              f"mean val utility {win['val_utility']:.4f}"]
-    if selection.get("runner_up"):
+    best = selection.get("best_on_utility") or {}
+    if selection.get("rule") == "iso_accuracy" and best.get("name") not in (None, win["name"]):
+        row = next(c for c in selection["contenders"] if c["name"] == win["name"])
+        ci = row.get("utility_gap_ci95")
+        interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}] (95% paired bootstrap)" if ci else ""
+        lines.append(f"  gap to the best mean val utility ({best['name']}, {best['val_utility']:.4f}): "
+                     f"{row['utility_gap']:+.4f}{interval}")
+        lines.append(f"  a tie on val with {', '.join(n for n in selection['tied_on_utility'] if n != win['name'])}: "
+                     f"the rule (lower val iso-accuracy energy share) picks {win['name']}")
+    elif selection.get("runner_up"):
         ci = selection.get("margin_ci95")
         interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}] (95% paired bootstrap)" if ci else " (no CI: rerun evaluate)"
         lines.append(f"  margin over {selection['runner_up']}: {selection['margin']:+.4f}{interval}")

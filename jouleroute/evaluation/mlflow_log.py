@@ -19,7 +19,6 @@ name means the same thing in the file, in MLflow and in the reports.
 from __future__ import annotations
 
 import logging
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -28,11 +27,10 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 
 from jouleroute.evaluation.plots import plot_lambda_sweep
-from jouleroute.tracking import RUN_KIND, lambda_step
+from jouleroute.tracking import RUN_KIND, lambda_step, mlflow_key
 
 log = logging.getLogger(__name__)
 
-_BAD_KEY = re.compile(r"[^A-Za-z0-9_\-. /:]")
 _BATCH = 1000  # MLflow's per-request metric limit
 
 
@@ -40,7 +38,7 @@ def flatten(tree: dict, prefix: str = "") -> dict[str, float]:
     """Numeric leaves of a nested dict as {"a.b.c": value}; booleans become 0/1, None and strings are skipped."""
     out: dict[str, float] = {}
     for key, value in tree.items():
-        name = f"{prefix}{_BAD_KEY.sub('_', str(key))}"
+        name = f"{prefix}{mlflow_key(key)}"
         if name != f"{prefix}{key}":
             log.warning("MLflow cannot store the key %r: logged as %r", f"{prefix}{key}", name)
         if isinstance(value, dict):

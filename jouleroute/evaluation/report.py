@@ -263,26 +263,21 @@ def query_energy_lines(block: dict | None) -> list[str]:
 
 
 def selection_lines(selection: dict | None) -> list[str]:
-    """Which family and checkpoint won on val (mean val utility over the trained λ grid), and by how much."""
+    """Which family and checkpoint won on val, by which rule (``evaluate.champion_by``), and by how much."""
     if not selection:
         return []
-    win = selection["winner"]
+    iso = selection.get("rule") == "iso_accuracy" and selection.get("val_reference")
     lines = ["", "## The champion, chosen on val", "",
              f"Mean val utility (correct − λ·energy normalized with `{selection['energy_norm']}`) over the trained "
              f"λ grid {selection['lambdas']}, on {selection['n_val_queries']} val queries; test is never read. "
-             f"Champion: **{win['name']}**, {win['val_utility']:.4f}"
-             + (f"; against the runner-up {selection['runner_up']}, {selection['margin']:+.4f}"
-                if selection.get("runner_up") else "")
-             + (f" and of the best other family ({selection['best_other_family']}) by "
-                f"{selection['margin_over_other_family']:+.4f}"
-                if selection.get("best_other_family") and selection["best_other_family"] != selection.get("runner_up")
-                else "") + ".", *([""] + [champion_ci_line(selection)] if champion_ci_line(selection) else []),
-             *iso_rule_lines(selection), "",
-             "| contender | family | checkpoint | mean val utility | val iso-accuracy energy share |",
-             "|---|---|---|---:|---:|"]
+             + (iso_rule_text(selection) if iso else utility_rule_text(selection)), "",
+             "| contender | family | checkpoint | mean val utility | gap to the best (95% CI) | "
+             "val iso-accuracy energy share |", "|---|---|---|---:|---|---:|"]
     for row in selection["contenders"]:
-        share = row.get("iso_share_val")
-        lines.append(f"| {row['name']} | {row['family']} | {row['checkpoint']} | {row['val_utility']:.4f} | "
+        share, ci = row.get("iso_share_val"), row.get("utility_gap_ci95")
+        gap = "best" if row.get("utility_gap") is None or row["name"] == _best(selection) else (
+            f"{row['utility_gap']:+.4f}" + (f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""))
+        lines.append(f"| {row['name']} | {row['family']} | {row['checkpoint']} | {row['val_utility']:.4f} | {gap} | "
                      + ("n/a" if share is None else f"{share:.1%}") + " |")
     lines += knn_evidence_lines(selection.get("knn_evidence"))
     if selection.get("registered_model"):
@@ -291,18 +286,48 @@ def selection_lines(selection: dict | None) -> list[str]:
     return lines
 
 
-def iso_rule_lines(selection: dict) -> list[str]:
-    """How the iso-accuracy rule chose among the utility ties (``evaluate.champion_by``); [] under ``utility``."""
-    ref = selection.get("val_reference")
-    if selection.get("rule") != "iso_accuracy" or not ref:
-        return []
-    tied = selection.get("tied_on_utility") or [selection["winner"]["name"]]
-    share = selection["winner"].get("iso_share_val")
-    return ["", f"Rule `evaluate.champion_by: iso_accuracy`: among the contenders tied with the best mean val "
-                f"utility ({', '.join(tied)}), the one whose cheapest val point keeps the best single model's val "
-                f"accuracy ({ref['candidate']}, {ref['accuracy']:.3f} at {ref['j_per_query']:.4g} J/query) within "
-                f"{selection['accuracy_tolerance']:g} for the least energy. **{selection['winner']['name']}** spends "
-                + ("n/a" if share is None else f"{share:.1%}") + " of that model's energy there, on val."]
+def _best(selection: dict) -> str:
+    """The contender with the best mean val utility (older selections: the first listed)."""
+    return (selection.get("best_on_utility") or {}).get("name") or selection["contenders"][0]["name"]
+
+
+def utility_rule_text(selection: dict) -> str:
+    """``evaluate.champion_by: utility``: the best mean val utility is deployed; its margin and that margin's CI."""
+    win = selection["winner"]
+    text = (f"Rule `evaluate.champion_by: utility`: the best mean val utility is deployed. Champion: "
+            f"**{win['name']}**, {win['val_utility']:.4f}"
+            + (f"; against the runner-up {selection['runner_up']}, {selection['margin']:+.4f}"
+               if selection.get("runner_up") else "")
+            + (f" and of the best other family ({selection['best_other_family']}) by "
+               f"{selection['margin_over_other_family']:+.4f}"
+               if selection.get("best_other_family") and selection["best_other_family"] != selection.get("runner_up")
+               else "") + ".")
+    ci_line = champion_ci_line(selection)
+    return text + (f" {ci_line}" if ci_line else "")
+
+
+def iso_rule_text(selection: dict) -> str:
+    """``evaluate.champion_by: iso_accuracy``: which contenders are tied with the best mean val utility (paired CI
+    of the gap holds 0), and which of them keeps the best single model's val accuracy for the least energy."""
+    ref, win, n = selection["val_reference"], selection["winner"], selection["n_val_queries"]
+    tied = selection.get("tied_on_utility") or [win["name"]]
+    best = _best(selection)
+    shares = {row["name"]: row.get("iso_share_val") for row in selection["contenders"]}
+    pct = lambda name: "n/a" if shares.get(name) is None else f"{shares[name]:.1%}"  # noqa: E731
+    others = [name for name in tied if name != win["name"]]
+    best_utility = (selection.get("best_on_utility") or {}).get("val_utility", win["val_utility"])
+    text = (f"The best mean val utility is {best}'s, {best_utility:.4f}"
+            + (f"; tied with it (the 95% paired-bootstrap interval of the gap over the {n} val queries holds 0): "
+               f"{', '.join(name for name in tied if name != best)}" if len(tied) > 1 else
+               ", ahead of every other contender beyond the resampling noise") + ". ")
+    text += (f"Rule `evaluate.champion_by: iso_accuracy`: among "
+             + ("these" if len(tied) > 1 else "the tied contenders (here only itself)")
+             + f", the one whose cheapest val point keeps the best single model's val accuracy ({ref['candidate']}, "
+             f"{ref['accuracy']:.3f} at {ref['j_per_query']:.4g} J/query) within {selection['accuracy_tolerance']:g} "
+             f"for the least energy. Champion: **{win['name']}** (family `{win['family']}`), at {pct(win['name'])} of "
+             "that model's energy on val"
+             + (" (" + ", ".join(f"{name} {pct(name)}" for name in others) + ")" if others else "") + ".")
+    return text
 
 
 def champion_ci_line(selection: dict) -> str:

@@ -194,7 +194,8 @@ def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int
         raise ValueError(f"unknown champion rule '{rule}'; valid: iso_accuracy, utility")
     shares = {c.name: iso_share(c, reference, tolerance) for c in contenders}
     ranked = sorted(contenders, key=lambda c: -c.val_utility)  # stable: ties keep the given order
-    tied = [c for c in ranked if c is ranked[0] or _tied(ranked[0], c)]
+    best = ranked[0]
+    tied = [c for c in ranked if c is best or _tied(best, c)]
     if rule == "iso_accuracy":  # among the utility ties, the lower val share; no val points: no saving shown
         share = lambda c: round(1.0 if shares[c.name] is None else shares[c.name], 9)  # noqa: E731
         tied = sorted(tied, key=share)  # stable: equal shares keep the utility order
@@ -206,6 +207,7 @@ def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int
                       "knn_evidence": win.knn_evidence, "iso_share_val": shares[win.name]},
            "rule": rule, "val_reference": reference, "accuracy_tolerance": tolerance,
            "tied_on_utility": [c.name for c in tied],
+           "best_on_utility": {"name": best.name, "val_utility": best.val_utility},
            "runner_up": ranked[1].name if len(ranked) > 1 else None,
            "margin": win.val_utility - ranked[1].val_utility if len(ranked) > 1 else None,
            "best_other_family": others[0].name if others else None,
@@ -217,6 +219,8 @@ def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int
            "lambdas": [float(x) for x in first], "energy_norm": energy_norm, "n_val_queries": n_val_queries,
            "contenders": [{"name": c.name, "family": c.family, "checkpoint": c.checkpoint,
                            "val_utility": c.val_utility, "iso_share_val": shares[c.name],
+                           "utility_gap": c.val_utility - best.val_utility,  # to the best mean val utility
+                           "utility_gap_ci95": None if c is best else margin_ci(c, best),
                            "by_lambda": dict(c.by_lambda)} for c in ranked]}
     logger.info("champion on val (%s): %s (iso-accuracy share %s, mean val utility %.4f; runner-up %s, margin %s)",
                 rule, win.name, "n/a" if shares[win.name] is None else f"{shares[win.name]:.3f}", win.val_utility,

@@ -218,6 +218,19 @@ def test_the_iso_accuracy_rule_deploys_the_contender_that_spends_least_at_the_be
     assert iso["winner"]["name"] == "mf" and iso["winner"]["iso_share_val"] == pytest.approx(0.4)
     assert iso["rule"] == "iso_accuracy" and iso["val_reference"] == reference and "iso-accuracy" in iso["tie_rule"]
     assert iso["tied_on_utility"] == ["mf", "knn"] and iso["margin_is_tie"] is True
+    # the report and `where` say who is best on utility, that the champion is tied with it, and why it is deployed
+    from jouleroute.commands.where import champion_lines
+    from jouleroute.evaluation.report import selection_lines
+
+    assert iso["best_on_utility"]["name"] == "knn"
+    gap = next(c for c in iso["contenders"] if c["name"] == "mf")
+    assert gap["utility_gap"] == pytest.approx(saver.val_utility - greedy.val_utility)
+    assert gap["utility_gap_ci95"][0] < 0 < gap["utility_gap_ci95"][1]
+    text = "\n".join(selection_lines(iso))
+    assert "The best mean val utility is knn's" in text and "tied with it" in text
+    assert "Champion: **mf** (family `mf`), at 40.0% of that model's energy on val (knn 100.0%)" in text
+    where = "\n".join(champion_lines(iso))
+    assert "gap to the best mean val utility (knn" in where and "a tie on val with knn" in where
     assert select([greedy, saver], "max", 30, rule="utility", reference=reference)["winner"]["name"] == "knn"
     # ahead beyond noise on utility (the same edge on every query): the saving does not buy the crown
     steady = Contender("knn", "fit", grid(0.80, 0.70, 0.60), per_query={q: v + 0.2 for q, v in saver.per_query.items()},

@@ -128,3 +128,17 @@ def test_a_store_written_by_older_code_is_relocated_too(tmp_path, migrated_db):
     exp = experiment_id(MlflowClient(tracking_uri=moved), moved, "old")
     location = MlflowClient(tracking_uri=moved).get_experiment(exp).artifact_location
     assert location == (tmp_path / "b/mlruns/artifacts").as_uri()
+
+
+def test_names_mlflow_refuses_are_logged_under_a_name_it_accepts(tmp_path, migrated_db):
+    """A public pool's model names (``Llama-3.1-405B-Inst@sambanova``) reach param and metric names: MLflow
+    refuses ``@``, which once failed the zeroeval-math study's first stage. They are logged with ``_`` instead."""
+    uri = _store(migrated_db, tmp_path)
+    with stage_run(uri, "exp", "outcomes", {"pool@host": "a+b"},
+                   {"public_pool.models.Llama-3.1-405B-Inst@sambanova.reference": "llama-3.1-405b",
+                    "public_pool.models.Llama-3.1-405B-Inst_sambanova.reference": "a clash: the first is kept"}) as run:
+        run.log_metrics({"accuracy.Mixtral-8x7B(instruct)": 0.5})
+    data = MlflowClient(tracking_uri=uri).get_run(run.run_id).data
+    assert data.params == {"public_pool.models.Llama-3.1-405B-Inst_sambanova.reference": "llama-3.1-405b"}
+    assert data.metrics == {"accuracy.Mixtral-8x7B_instruct_": 0.5}
+    assert data.tags["pool_host"] == "a+b"  # a tag's value is free text
