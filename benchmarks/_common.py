@@ -17,6 +17,8 @@ def conditions() -> dict:
     import torch
     import transformers
 
+    from jouleroute.torch_env import native_bf16_cpu
+
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
@@ -25,6 +27,8 @@ def conditions() -> dict:
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "git_sha": sha,
         "cpu": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
+        "cpu_bf16": native_bf16_cpu(),  # `precision: native` runs bf16 only where this is true (AMX/AVX512-BF16)
         "logical_cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "cuda": torch.cuda.is_available(),
@@ -32,6 +36,17 @@ def conditions() -> dict:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
     }
+
+
+def cpu_model() -> str:
+    """/proc/cpuinfo's model name (``unknown`` elsewhere): two results compare only on the same kind of host."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 def write_result(name: str, payload: dict) -> Path:

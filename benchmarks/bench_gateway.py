@@ -48,6 +48,7 @@ QUERIES = ROOT / "artifacts" / "prepare" / "queries.parquet"
 MAX_TOKENS = 8
 
 from jouleroute.gateway.config import GatewayRouterConfig  # noqa: E402
+from jouleroute.torch_env import inference_dtype  # noqa: E402
 
 SERVING_PRECISION = GatewayRouterConfig.model_fields["precision"].default  # what `jouleroute serve` uses
 
@@ -283,6 +284,7 @@ def bench_router(kind: str, router_dir: Path, targets: dict[str, list[str]], n: 
     result = {
         "router": router, "router_dir": str(router_dir.relative_to(ROOT)) if kind == "lm" else None,
         "lm_precision": precision if kind == "lm" else None,
+        "lm_dtype": str(inference_dtype(precision, "cpu")).removeprefix("torch.") if kind == "lm" else None,
         "queries_file": str(queries.relative_to(ROOT)) if queries.is_file() else "synthetic",
         "offered_rate_rps": rate, "gateway": g, "direct": d,
         "routing_overhead_p50_s": pct(routing, 50), "routing_overhead_p95_s": pct(routing, 95),
