@@ -138,7 +138,9 @@ def mlflow_key(key: str) -> str:
 
 
 def mlflow_keys(values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` under names MLflow accepts (``mlflow_key``); where two names become one, the first is kept."""
+    """``values`` under names MLflow accepts (``mlflow_key``); where two names become one, the first is kept.
+    Run params, metrics and tags and the registry's version tags all go through it (a contender is named
+    ``lm/sft+query-energy``; a public pool's model ``Llama-3.1-405B-Inst@sambanova``)."""
     out: dict[str, Any] = {}
     for key, value in values.items():
         out.setdefault(mlflow_key(key), value)
@@ -258,7 +260,7 @@ def register_router(uri: str | None, experiment: str, run_id: str, model_dir: Pa
         pass  # already registered
     source = f"{client.get_run(run_id).info.artifact_uri}/router"
     version = client.create_model_version(name, source=source, run_id=run_id,
-                                          tags={k: str(v) for k, v in tags.items()})
+                                          tags={k: str(v) for k, v in mlflow_keys(tags).items()})
     return str(version.version)
 
 
@@ -299,7 +301,8 @@ def register_champion(uri: str | None, experiment: str, run_id: str, pointer: di
     except MlflowException:
         pass  # already registered
     version = client.create_model_version(name, source=f"{client.get_run(run_id).info.artifact_uri}/champion",
-                                          run_id=run_id, tags={k: str(v) for k, v in {**pointer, **tags}.items()})
+                                          run_id=run_id,
+                                          tags={k: str(v) for k, v in mlflow_keys({**pointer, **tags}).items()})
     client.set_registered_model_alias(name, CHAMPION_ALIAS, version.version)
     return str(version.version)
 
@@ -327,7 +330,7 @@ def tag_router_version(uri: str | None, experiment: str, version: str | None, ta
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
-    for key, value in tags.items():
+    for key, value in mlflow_keys(tags).items():
         client.set_model_version_tag(registered_name(experiment), str(version), key, str(value))
     return str(version)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from jouleroute.tracking import (TrackingStoreError, experiment_id, register_router, stage_run, tag_router_version,
-                                 tracking_uri)
+from jouleroute.tracking import (TrackingStoreError, experiment_id, register_champion, register_router, stage_run,
+                                 tag_router_version, tracking_uri)
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +142,25 @@ def test_names_mlflow_refuses_are_logged_under_a_name_it_accepts(tmp_path, migra
     assert data.params == {"public_pool.models.Llama-3.1-405B-Inst_sambanova.reference": "llama-3.1-405b"}
     assert data.metrics == {"accuracy.Mixtral-8x7B_instruct_": 0.5}
     assert data.tags["pool_host"] == "a+b"  # a tag's value is free text
+
+
+def test_registry_version_tags_with_names_mlflow_refuses_are_kept(tmp_path, migrated_db):
+    """A contender named ``lm/sft+query-energy`` gives the champion's version a tag ``val_utility.lm/sft+query-energy``;
+    MLflow refuses ``+``, which once failed `make run`'s evaluate after every figure was computed."""
+    uri = _store(migrated_db, tmp_path)
+    champion = tmp_path / "champion"
+    champion.mkdir()
+    (champion / "champion.json").write_text("{}")
+    with stage_run(uri, "jouleroute", "evaluate", {}, {}) as run:
+        version = register_champion(uri, "jouleroute", run.run_id, {"family": "lm"},
+                                    {"val_utility.lm/sft+query-energy": 0.5}, champion)
+    client = MlflowClient(tracking_uri=uri)
+    tags = client.get_model_version("jouleroute-champion", version).tags
+    assert tags["val_utility.lm/sft_query-energy"] == "0.5" and tags["family"] == "lm"
+    model = tmp_path / "model"
+    model.mkdir()
+    with stage_run(uri, "jouleroute", "grpo", {}, {}) as run:
+        router = register_router(uri, "jouleroute", run.run_id, model, {"lambda_max+": 2.0})
+    assert tag_router_version(uri, "jouleroute", router, {"routers.lm/sft+query-energy.aiq": 0.7}) == router
+    tags = client.get_model_version("jouleroute-router", router).tags
+    assert tags["lambda_max_"] == "2.0" and tags["routers.lm/sft_query-energy.aiq"] == "0.7"
