@@ -13,7 +13,9 @@ from _common import RESULTS
 
 def conditions_line(c: dict) -> str:
     return (
-        f"_{c['when']}, git {c['git_sha']}, {c['logical_cpus']} logical CPUs, torch threads {c['torch_threads']}, "
+        f"_{c['when']}, git {c['git_sha']}, {c['logical_cpus']} logical CPUs"
+        + (f" ({c['cpu_model']}, bf16 matrix units {'yes' if c.get('cpu_bf16') else 'no'})" if c.get("cpu_model") else "")
+        + f", torch threads {c['torch_threads']}, "
         f"CUDA {c['cuda']}, load average (1 min) {c['load_avg_1m_before']} before / {c['load_avg_1m_after']} after, "
         f"torch {c['torch']}, transformers {c['transformers']}._"
     )
