@@ -21,17 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import RESULTS, conditions, write_result  # noqa: E402
-
-
-class Counter:
-    source = "measured-nvml"
-
-    def __init__(self) -> None:
-        self.mj = 0.0
-
-    def read_mj(self) -> dict[int, float]:
-        self.mj += 1000.0
-        return {i: self.mj for i in range(8)}  # an 8-GPU node
+from tests.served.stub_counter import RisingCounter  # noqa: E402  (NVML's counter: no GPU here)
 
 
 def main() -> None:
@@ -43,7 +33,7 @@ def main() -> None:
     parser.add_argument("--scrapes", type=int, default=300)
     parser.add_argument("--rate", type=float, default=20.0, help="requests per second the gateway serves")
     args = parser.parse_args()
-    server, _ = serve_meter(Counter(), "127.0.0.1", 0)
+    server, _ = serve_meter(RisingCounter(1000.0, gpus=8), "127.0.0.1", 0)  # an 8-GPU node
     url = f"http://127.0.0.1:{server.server_port}/metrics"
     tracker = ExporterTracker(url, [0, 1], "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 2.0, 0.1)
     tracker.scrape()  # connection and imports warm

@@ -7,6 +7,14 @@ from pathlib import Path
 from jouleroute.strict import StrictModel
 
 
+ARTIFACTS = "artifacts"  # what the stages write: each stage's outputs in a folder of its name
+
+
+def artifact(*parts: str) -> str:
+    """``artifacts/<stage>/<file>``: where a stage's output lives by default."""
+    return "/".join((ARTIFACTS, *parts))
+
+
 class PathsConfig(StrictModel):
     """Every artifact location, relative to the repository root (DVC's working directory)."""
 
@@ -16,20 +24,20 @@ class PathsConfig(StrictModel):
     data_root: str = "data/external"
     data_manifest: str = "data/manifest.yaml"
     data_dir: str = "data/external/benchmarks"
-    queries: str = "artifacts/prepare/queries.parquet"
-    models_dir: str = "artifacts/models"
-    shards_dir: str = "artifacts/tournament/shards"
-    profile: str = "artifacts/tournament/profile.parquet"
-    profile_meta: str = "artifacts/tournament/run.json"
-    tournament_summary: str = "artifacts/tournament/summary.json"
-    validation_dir: str = "artifacts/validate"
-    router_data_dir: str = "artifacts/router_data"
-    sft_dir: str = "artifacts/sft"
-    grpo_dir: str = "artifacts/grpo"
-    budget_dir: str = "artifacts/budget"  # the budget curve: budget.json, budget.png, its routers
-    evaluate_dir: str = "artifacts/evaluate"
-    embedding_cache: str = "artifacts/cache/embeddings"
-    trunk_cache: str = "artifacts/cache/trunk"  # router trunk features (training only; safe to delete)
+    queries: str = artifact("prepare", "queries.parquet")
+    models_dir: str = artifact("models")
+    shards_dir: str = artifact("tournament", "shards")
+    profile: str = artifact("tournament", "profile.parquet")
+    profile_meta: str = artifact("tournament", "run.json")
+    tournament_summary: str = artifact("tournament", "summary.json")
+    validation_dir: str = artifact("validate")
+    router_data_dir: str = artifact("router_data")
+    sft_dir: str = artifact("sft")
+    grpo_dir: str = artifact("grpo")
+    budget_dir: str = artifact("budget")  # the budget curve: budget.json, budget.png, its routers
+    evaluate_dir: str = artifact("evaluate")
+    embedding_cache: str = artifact("cache", "embeddings")
+    trunk_cache: str = artifact("cache", "trunk")  # router trunk features (training only; safe to delete)
     mlflow_db: str = "mlruns/mlflow.db"
     study_doc: str = "docs/replay-study.md"  # a study's generated report (study_report); its plot goes beside it
     headline: str = "metrics.json"  # tracked in git: the compact figures of `dvc metrics show/diff`, `dvc exp show`
@@ -71,6 +79,6 @@ def namespaced(paths: PathsConfig, main: PathsConfig, name: str) -> tuple[PathsC
         if key in SHARED_PATHS or value != getattr(main, key):
             continue
         head, _, rest = value.partition("/")
-        update[key] = f"{head}/{name}/{rest}" if head in ("artifacts", "mlruns") and rest else f"artifacts/{name}/{value}"
+        update[key] = f"{head}/{name}/{rest}" if head in (ARTIFACTS, "mlruns") and rest else artifact(name, value)
         moved.append(key)
     return paths.model_copy(update=update), moved

@@ -65,7 +65,7 @@ def lambda_reruns() -> str:
 
 def mlflow_runs() -> str:
     """One row per stage of dvc.yaml that opens an MLflow run: the params it logs (its dvc.yaml `params:`, the
-    ones `StageContext.logged_params` flattens) and what its module's ``MLFLOW_RUN`` says it logs."""
+    ones `StageContext.logged_params` flattens) and what its entry's ``meta.mlflow`` says it logs."""
     import importlib
 
     from jouleroute.stages.table import read, stage_order
@@ -75,11 +75,12 @@ def mlflow_runs() -> str:
                     "|---|---|---|---|"], []
     for name in stage_order(ROOT / "dvc.yaml"):
         module = importlib.import_module(f"jouleroute.stages.{name}")
-        logs = getattr(module, "MLFLOW_RUN", None)
+        logs = table[name].mlflow
         opens = "stage_run(" in Path(module.__file__).read_text() or "training_run(" in Path(module.__file__).read_text()
         if logs is None:
             if opens:
-                raise SourceMissing(f"jouleroute/stages/{name}.py opens an MLflow run but declares no MLFLOW_RUN")
+                raise SourceMissing(f"jouleroute/stages/{name}.py opens an MLflow run but its dvc.yaml entry has no "
+                                    "meta.mlflow (what the run logs)")
             silent.append(f"`{name}`")
             continue
         params = ", ".join(f"`{p}`" for p in table[name].params) or "none"

@@ -47,27 +47,15 @@ def test_an_unreadable_exporter_drops_to_the_expectation():
     assert t.finish("a", 0, 5, 2.0) is None
 
 
-class _Counter:
-    """A stand-in for NVML at its boundary (no GPU here): a counter that rises 500 mJ per read, on 2 GPUs."""
-
-    source = "measured-nvml"
-
-    def __init__(self) -> None:
-        self.mj = 0.0
-
-    def read_mj(self) -> dict[int, float]:
-        self.mj += 500.0
-        return {0: self.mj, 1: self.mj}
-
-
 def test_the_gateway_reads_a_real_exporter_on_one_kept_alive_connection_and_reconnects_after_a_restart():
     """A `jouleroute meter` on loopback (NVML stubbed at its boundary): successive scrapes share one connection,
     an exporter that goes away drops the tracker to the expectation, and the same port serving again is read
     again on a fresh connection."""
     from jouleroute.energy.meter_server import serve_meter
     from jouleroute.gateway.measured import ExporterTracker
+    from tests.served.stub_counter import RisingCounter
 
-    server, _ = serve_meter(_Counter(), "127.0.0.1", 0)
+    server, _ = serve_meter(RisingCounter(500.0, gpus=2), "127.0.0.1", 0)
     port = server.server_port
     t = ExporterTracker(f"http://127.0.0.1:{port}/metrics", [0, 1], "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 2.0, 0.1)
     t.scrape()
@@ -81,7 +69,7 @@ def test_the_gateway_reads_a_real_exporter_on_one_kept_alive_connection_and_reco
     server.server_close()
     t.scrape()
     assert not t.up and t.last is None
-    again, _ = serve_meter(_Counter(), "127.0.0.1", port)
+    again, _ = serve_meter(RisingCounter(500.0, gpus=2), "127.0.0.1", port)
     try:
         t.scrape()
         assert t.up and t.last is not None and t.connection.connection is not first

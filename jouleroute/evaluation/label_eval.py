@@ -44,13 +44,9 @@ import pandas as pd
 
 from jouleroute.routing.base import Router
 from jouleroute.routing.lm.spec import format_lambda
-from jouleroute.routing.utility import utilities
+from jouleroute.routing.utility import as_table as _table, chosen_utility, routed_utilities, utilities
 
 TRIVIAL_POLICIES = ("majority_utility", "best_constant_utility", "random_utility")
-
-
-def _table(value: Any) -> dict[str, Any]:
-    return json.loads(value) if isinstance(value, str) else dict(value)
 
 
 def load_rows(path: Path) -> list[dict[str, Any]]:
@@ -80,15 +76,14 @@ def label_accuracy(router: Router, val_rows: Sequence[Mapping[str, Any]] | pd.Da
     per_lambda: dict[str, dict[str, Any]] = {}
     totals: dict[str, float] = defaultdict(float)
     per_query: dict[str, list[float]] = defaultdict(list)  # each val query's router utility at every λ
-    for lam, group in frame.groupby("lam", sort=True):
+    for lam, group, chosen, utils in routed_utilities(router, frame, energy_norm):
         key = format_lambda(lam)
-        chosen = router.route(group.reset_index(drop=True), lam=float(lam)).candidate_ids
         labels = list(group["label"])
         majority = (majority_labels or {}).get(key) or Counter(labels).most_common(1)[0][0]
         correct = [_table(t) for t in group["correct_by_candidate"]]
         energy = [_table(t) for t in group["energy_by_candidate"]]
         n = len(labels)
-        utils = [utilities(c, e, float(lam), energy_norm) for c, e in zip(correct, energy)]
+        mine = chosen_utility(utils, chosen, lam)
         constant = _best_constant(train_rows if train_rows else group.to_dict("records"), float(lam), energy_norm)
         stats = {
             "n": n,
@@ -100,7 +95,7 @@ def label_accuracy(router: Router, val_rows: Sequence[Mapping[str, Any]] | pd.Da
             "label_mean_energy_j": sum(float(t[y]) for t, y in zip(energy, labels)) / n,
             "valid_share": sum(c in router.candidates for c in chosen) / n,
             "chosen_counts": dict(sorted(Counter(chosen).items())),
-            "router_utility": sum(u.get(c, -float(lam) - 1.0) for u, c in zip(utils, chosen)) / n,
+            "router_utility": sum(mine) / n,
             "majority_utility": sum(u[majority] for u in utils) / n,
             "best_constant": constant,
             "best_constant_utility": sum(u[constant] for u in utils) / n,
@@ -108,8 +103,8 @@ def label_accuracy(router: Router, val_rows: Sequence[Mapping[str, Any]] | pd.Da
             "oracle_utility": sum(max(u.values()) for u in utils) / n,
         }
         per_lambda[key] = stats
-        for query, u, c in zip(group["query_id"].astype(str), utils, chosen):
-            per_query[query].append(u.get(c, -float(lam) - 1.0))
+        for query, value in zip(group["query_id"].astype(str), mine):
+            per_query[query].append(value)
         for name in ("label_accuracy", "majority_accuracy", "chosen_accuracy", "valid_share", "router_utility",
                      "oracle_utility") + TRIVIAL_POLICIES:
             totals[name] += stats[name] * n

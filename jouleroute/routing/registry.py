@@ -37,11 +37,9 @@ def _learned(
     family: str, candidates: Sequence[str], cfg: BaselinesConfig, embedder: Embedder, meter: Meter | None,
     energy_norm: str, lam: float,
 ) -> LearnedRouter:
-    section = cfg.section(family)  # the family's own params: baselines.<family>
-    own = section.model_dump() if section is not None else {}
-    common = dict(lam=lam, energy_norm=energy_norm, meter=meter, seed=cfg.seed,
-                  strip_scaffold=cfg.strip_scaffold)
-    return get_family(family).router(candidates, embedder, overhead_sample=cfg.overhead_sample, **own, **common)
+    return get_family(family).router(candidates, embedder, cfg.section(family),  # its params: baselines.<family>
+                                     lam=lam, energy_norm=energy_norm, meter=meter, seed=cfg.seed,
+                                     overhead_sample=cfg.overhead_sample, strip_scaffold=cfg.strip_scaffold)
 
 
 def candidate_order(profile: pd.DataFrame, pool_ids: Sequence[str], profile_source: str) -> list[str]:

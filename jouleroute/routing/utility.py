@@ -15,8 +15,13 @@ where ``norm_energy`` rescales the query's candidate energies to [0, 1]:
 
 from __future__ import annotations
 
-from typing import Mapping
+import json
+from collections import defaultdict
+from typing import Any, Mapping, Sequence
 
+import pandas as pd
+
+from jouleroute.routing.base import Router
 from jouleroute.routing.scores import best_of, normalize_energy_map, utility
 
 
@@ -111,3 +116,37 @@ def cheapest_correct_label(
             raise ValueError("fallback 'most_accurate_on_task' needs task_accuracy and mean_energy")
         return max(candidates, key=lambda c: (task_accuracy.get(c, 0.0), -mean_energy[c], -candidates.index(c)))
     raise ValueError(f"unknown fallback '{fallback}'; valid: cheapest, most_accurate_on_task")
+
+
+# A router in utility on router_data rows (a query at a λ, with every candidate's correctness and energy): the one
+# code path of the LM router's val checks (evaluation.label_eval) and the budget curve (training.budget).
+
+def as_table(value: Any) -> dict[str, Any]:
+    """A row's per-candidate table, stored as a dict or as its JSON text."""
+    return json.loads(value) if isinstance(value, str) else dict(value)
+
+
+def routed_utilities(router: Router, frame: pd.DataFrame, energy_norm: str):
+    """Per λ of ``frame``'s rows (ascending): ``(λ, rows, the router's choices, each row's utility by
+    candidate)``. The one place a router is scored in utility on router_data rows."""
+    for lam, group in frame.groupby("lam", sort=True):
+        group = group.reset_index(drop=True)
+        chosen = router.route(group, lam=float(lam)).candidate_ids
+        utils = [utilities(as_table(c), as_table(e), float(lam), energy_norm)
+                 for c, e in zip(group["correct_by_candidate"], group["energy_by_candidate"])]
+        yield float(lam), group, chosen, utils
+
+
+def chosen_utility(utils: Sequence[Mapping[str, float]], chosen: Sequence[str], lam: float) -> list[float]:
+    """Each row's utility of the router's choice (a choice outside the pool scores −1 − λ)."""
+    return [u.get(c, -lam - 1.0) for u, c in zip(utils, chosen)]
+
+
+def rows_per_query_utility(router: Router, frame: pd.DataFrame, energy_norm: str) -> dict[str, float]:
+    """Each query's mean utility over the λ of ``frame`` (rows need query_id, question, task, lam and the
+    candidates' correctness and energy): what the champion's margin and the budget curve resample."""
+    per_query: dict[str, list[float]] = defaultdict(list)
+    for lam, group, chosen, utils in routed_utilities(router, frame, energy_norm):
+        for query, value in zip(group["query_id"].astype(str), chosen_utility(utils, chosen, lam)):
+            per_query[query].append(value)
+    return {q: sum(v) / len(v) for q, v in sorted(per_query.items())}

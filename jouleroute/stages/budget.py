@@ -21,12 +21,6 @@ from jouleroute.stages.inputs import grpo_run
 
 logger = logging.getLogger(__name__)
 
-# What this stage's MLflow run logs besides its params and tags (the README's table of runs is generated from it)
-MLFLOW_RUN = {"metrics": ("per point of the curve (`sft_f0.5.*`, `sft_grpo_f0.5.*`): `profiling_j`, "
-                          "`profiling_pairs`, `share_of_full_train_tournament`, val and test utility and "
-                          "their differences from SFT on every train query; `full_train_tournament_j`"),
-              "artifacts": '`plots/budget.png`, `budget.json`'}
-
 
 def budget_stage(ctx: StageContext) -> dict:
     from jouleroute.stages.inputs import base_model_dir
@@ -109,6 +103,5 @@ def _log(ctx: StageContext, run, result: dict) -> None:
         run.set_tags({"extends_grpo_run": grpo})
         run.client.log_artifact(grpo, str(out_dir / "budget.png"), artifact_path="plots")
         run.client.set_tag(grpo, "budget_run", run.run_id)
-
 
 

@@ -33,16 +33,6 @@ from jouleroute.tracking import StageRun, tag_router_version
 
 logger = logging.getLogger(__name__)
 
-# What this stage's MLflow run logs besides its params and tags (the README's table of runs is generated from it)
-MLFLOW_RUN = {"metrics": ("the headline only, so the runs table shows it: `dvc metrics show`'s keys "
-                          '(`acc`, `J`, `lam_star`, `aiq.<family>`, `oracle`, `single`), '
-                          "`families.<f>.aiq`, `aiq_lift`, `lambda_star`, the oracle's figures, "
-                          '`champion.val_utility` and `champion.margin`; a child run per family '
-                          '(`run_kind=family`: AIQ, `lambda_star`, the λ sweep) and per router below '
-                          'it (`run_kind=router`: every figure of both views, per task too)'),
-              "artifacts": ("every output file (`metrics.json`: every router's figures), `plots/` with"
-                            " the LM family's `phase_transition.png` and the champion family's "
-                            '`champion_<f>_phase_transition.png`')}
 
 # Inputs of dvc.yaml the stage can do without (the CLI checks the others first): without a trained LM
 # router, evaluate scores the baselines alone; without val rows, no champion is chosen.

@@ -16,13 +16,6 @@ from jouleroute.tracking import register_router, registered_name
 
 logger = logging.getLogger(__name__)
 
-# What this stage's MLflow run logs besides its params and tags (the README's table of runs is generated from it)
-MLFLOW_RUN = {"metrics": ('training curves and rewards; the same held-out figures for sft and grpo '
-                          '(`sft_vs_grpo.*`); `profiling_j.*`, the joules the router cost to profile, '
-                          'by source'),
-              "artifacts": ('the budget stage adds `plots/budget.png` to this run (found by the run id'
-                            ' grpo recorded)')}
-
 
 def grpo_stage(ctx: StageContext) -> dict:
     """GRPO, then SFT-only vs SFT+GRPO on held-out (val) queries; keeps the better one when configured."""

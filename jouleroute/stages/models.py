@@ -13,10 +13,6 @@ from jouleroute.stages.context import StageContext
 
 logger = logging.getLogger(__name__)
 
-# What this stage's MLflow run logs besides its params and tags (the README's table of runs is generated from it)
-MLFLOW_RUN = {"metrics": '`n_models`',
-              "artifacts": '`models.json`'}
-
 
 def models_stage(ctx: StageContext) -> dict:
     # every packaged model in `models` (the pool's and the router's base model)

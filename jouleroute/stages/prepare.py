@@ -18,10 +18,6 @@ from jouleroute.stages.context import StageContext
 
 logger = logging.getLogger(__name__)
 
-# What this stage's MLflow run logs besides its params and tags (the README's table of runs is generated from it)
-MLFLOW_RUN = {"metrics": "`n_queries`, `split/<split>`: queries per split",
-              "artifacts": '`queries_by_task_and_split.txt`'}
-
 
 def prepare_stage(ctx: StageContext) -> pd.DataFrame:
     # data_dir is passed repo-relative because it is recorded in each row's source_file.

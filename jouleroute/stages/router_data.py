@@ -14,10 +14,6 @@ from jouleroute.stages.context import StageContext
 
 logger = logging.getLogger(__name__)
 
-# What this stage's MLflow run logs besides its params and tags (the README's table of runs is generated from it)
-MLFLOW_RUN = {"metrics": '`stats.json` flattened, its per-λ rows left out',
-              "artifacts": '`stats.json`'}
-
 
 def router_data_stage(ctx: StageContext) -> dict:
     from jouleroute.training.router_data import run_router_data

@@ -10,14 +10,6 @@ from jouleroute.stages.context import StageContext, write_json
 from jouleroute.stages.inputs import base_model_dir
 from jouleroute.stages.training import heldout_check, heldout_key, log_training_metrics, training_run
 
-# What this stage's MLflow run logs besides its params and tags (the README's table of runs is generated from it)
-MLFLOW_RUN = {"metrics": ('training curves; held-out `heldout.overall.chosen_accuracy`, '
-                          '`heldout.overall.chosen_mean_energy_j`, label accuracy and utility against '
-                          'trivial policies, per λ as steps'),
-              "artifacts": ''}
-
-
-
 
 def sft_stage(ctx: StageContext) -> dict:
     from jouleroute.training.common import StepProgress

@@ -25,6 +25,7 @@ class Stage:
     deps: tuple[str, ...]
     outs: tuple[str, ...]  # outs, metrics and plots: whatever the stage writes
     params: tuple[str, ...]  # params keys (a study's are listed under its params file)
+    mlflow: dict | None = None  # meta.mlflow: what its MLflow run logs besides params and tags ({metrics, artifacts})
 
 
 def _entries(items: list | None) -> tuple[str, ...]:
@@ -47,7 +48,7 @@ def read(dvc_yaml: Path) -> dict[str, Stage]:
     stages = (yaml.safe_load(dvc_yaml.read_text()) or {}).get("stages", {})
     return {name: Stage(name, str(body.get("cmd", "")), _entries(body.get("deps")),
                         _entries(body.get("outs")) + _entries(body.get("metrics")) + _entries(body.get("plots")),
-                        _entries(body.get("params")))
+                        _entries(body.get("params")), (body.get("meta") or {}).get("mlflow"))
             for name, body in stages.items()}
 
 

@@ -27,13 +27,6 @@ from jouleroute.tracking import energy_label
 
 logger = logging.getLogger(__name__)
 
-# What this stage's MLflow run logs besides its params and tags (the README's table of runs is generated from it)
-MLFLOW_RUN = {"metrics": ('`<candidate>.accuracy`, `<candidate>.energy_j_mean`, p95, J per correct '
-                          'answer, latency (names as in `summary.json`), model loading and warm-up '
-                          'times'),
-              "artifacts": ('`plots/accuracy_vs_energy.png`, `profile_summary.md`, '
-                            '`profile_summary.json`, `run_metadata.json`')}
-
 
 def profiled_queries(ctx: StageContext, queries: pd.DataFrame) -> pd.DataFrame:
     """The queries the tournament runs: every val and test query, and ``tournament.train_fraction`` of each

@@ -19,10 +19,6 @@ from jouleroute.validation import ValidationError, ValidationResult, run_validat
 
 logger = logging.getLogger(__name__)
 
-# What this stage's MLflow run logs besides its params and tags (the README's table of runs is generated from it)
-MLFLOW_RUN = {"metrics": '`expectations_passed`, `expectations_failed`, `failed.<check>`',
-              "artifacts": '`report.json`, `report.html`'}
-
 
 def validate_stage(ctx: StageContext) -> ValidationResult:
     tournament = ctx.params.profile_source == "tournament"

@@ -72,21 +72,16 @@ def outcome_rows(profile: pd.DataFrame, queries: pd.DataFrame, energy_column: st
 
 
 def split_utilities(model_dir: Path, frame: pd.DataFrame, norm: str, router_cfg) -> np.ndarray:
-    """[queries, sorted by id] the router's mean utility over the λ of ``frame`` (one scoring pass per split)."""
+    """[queries, sorted by id] the router's mean utility over the λ of ``frame`` (``rows_per_query_utility``, the
+    one code path for a router's utility on router_data rows)."""
     from jouleroute.routing.lm.router import LMRouter
-    from jouleroute.routing.utility import utilities
+    from jouleroute.routing.utility import rows_per_query_utility
 
     if frame.empty:
         return np.zeros(0)
-    router = LMRouter(model_dir, cfg=router_cfg)
-    per_query: dict[str, list[float]] = {}
-    for lam, group in frame.groupby("lam", sort=True):
-        group = group.sort_values("query_id").reset_index(drop=True)  # same order at every λ: scored once
-        chosen = router.route(group, lam=float(lam)).candidate_ids
-        for row, cid in zip(group.to_dict("records"), chosen):
-            value = utilities(row["correct_by_candidate"], row["energy_by_candidate"], float(lam), norm)
-            per_query.setdefault(str(row["query_id"]), []).append(value.get(cid, 0.0))
-    return np.array([np.mean(per_query[q]) for q in sorted(per_query)])
+    frame = frame.sort_values(["lam", "query_id"]).reset_index(drop=True)  # same order at every λ: scored once
+    per_query = rows_per_query_utility(LMRouter(model_dir, cfg=router_cfg), frame, norm)
+    return np.array([per_query[q] for q in sorted(per_query)])
 
 
 def paired_ci(a: np.ndarray, b: np.ndarray, samples: int, seed: int) -> list[float] | None:

@@ -11,13 +11,10 @@ to its mean over the whole training set.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 from pydantic import Field
 
-from jouleroute.routing.baselines.embeddings import Embedder
 from jouleroute.routing.baselines.learned import LearnedRouter
 from jouleroute.routing.baselines.train_table import TrainTable
 from jouleroute.routing.families import register_family
@@ -40,21 +37,10 @@ class KNNConfig(StrictModel):
 class KNNRouter(LearnedRouter):
     name = "knn"
 
-    def __init__(
-        self,
-        candidates: Sequence[str],
-        embedder: Embedder,
-        k: int = 20,
-        **common,
-    ):
-        """``common``: lam, energy_norm, meter, seed, overhead_sample (see ``LearnedRouter``)."""
-        super().__init__(candidates, embedder, **common)
-        if k <= 0:
-            raise ValueError(f"k must be positive, got {k}")
-        self.k = k
+    config_class = KNNConfig
 
     def _fit(self, x: np.ndarray, table: TrainTable) -> None:
-        self.k_used = min(self.k, len(x))
+        self.k_used = min(self.config.k, len(x))
         self.index = NearestNeighbors(n_neighbors=self.k_used, metric="cosine", algorithm="brute").fit(x)
         self.correct = table.correct
         self.energy_j = table.energy_j
@@ -68,4 +54,4 @@ class KNNRouter(LearnedRouter):
         return p, e
 
 
-register_family("knn", KNNRouter, KNNConfig, rank=3)
+register_family("knn", KNNRouter, rank=3)

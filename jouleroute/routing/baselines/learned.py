@@ -41,12 +41,20 @@ class LearnedRouter(Router):
     share (a few-shot block, an instruction line) and both training and routed
     questions are embedded without it: an encoder that truncates long prompts would
     otherwise see one vector per task. Routed queries then need a ``task`` column.
+
+    A family's own params (``baselines.<name>``) arrive as ``config``, an instance of the subclass's
+    ``config_class`` (its defaults when ``None``); a subclass reads ``self.config`` and declares no
+    constructor of its own.
     """
+
+    config_class: type | None = None  # the typed class of the family's params sub-section, if it has one
 
     def __init__(
         self,
         candidates: Sequence[str],
         embedder: Embedder,
+        config=None,
+        *,
         lam: float = 0.5,
         energy_norm: str = "max",
         meter: Meter | None = None,
@@ -55,6 +63,9 @@ class LearnedRouter(Router):
         strip_scaffold: bool = True,
     ):
         super().__init__(candidates)
+        if config is not None and self.config_class is not None and not isinstance(config, self.config_class):
+            raise TypeError(f"{self.name}: config must be a {self.config_class.__name__}, got {type(config).__name__}")
+        self.config = config if config is not None or self.config_class is None else self.config_class()
         if overhead_sample is not None and overhead_sample <= 0:
             raise ValueError(f"overhead_sample must be positive or None, got {overhead_sample}")
         if lam < 0:

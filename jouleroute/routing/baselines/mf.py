@@ -16,18 +16,16 @@ energy: E(q, c) is candidate c's mean energy on the train split.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from pydantic import Field
 
-from jouleroute.routing.baselines.embeddings import Embedder
 from jouleroute.routing.baselines.learned import LearnedRouter
 from jouleroute.provenance import seeded
-from jouleroute.routing.baselines.torch_fit import as_targets, masked_bce, single_threaded, train_minibatch
+from jouleroute.routing.baselines.torch_fit import (as_targets, masked_bce, single_threaded, train_minibatch,
+                                                    training_args)
 from jouleroute.routing.baselines.train_table import TrainTable
 from jouleroute.routing.families import register_family
 from jouleroute.strict import StrictModel
@@ -59,22 +57,8 @@ class MFConfig(StrictModel):
 class MFRouter(LearnedRouter):
     name = "mf"
 
-    def __init__(
-        self,
-        candidates: Sequence[str],
-        embedder: Embedder,
-        dim: int = 64,
-        epochs: int = 30,
-        lr: float = 3e-3,
-        weight_decay: float = 1e-5,
-        batch_size: int = 256,
-        **common,
-    ):
-        """``common``: lam, energy_norm, meter, seed, overhead_sample (see ``LearnedRouter``)."""
-        super().__init__(candidates, embedder, **common)
-        self.dim = dim
-        self.train_args = dict(epochs=epochs, lr=lr, weight_decay=weight_decay, batch_size=batch_size)
-        self.loss_history: list[float] = []
+    config_class = MFConfig
+    loss_history: list[float]  # per epoch, set by fit
 
     def _fit(self, x: np.ndarray, table: TrainTable) -> None:
         correct, observed = as_targets(table.correct)
@@ -85,8 +69,8 @@ class MFRouter(LearnedRouter):
             return masked_bce(self.net(inputs[rows]), correct[rows], observed[rows])
 
         with seeded(self.seed), single_threaded():
-            self.net = _MatrixFactorization(x.shape[1], self.dim, len(self.candidates))
-            self.loss_history = train_minibatch(self.net, len(x), batch_loss, seed=self.seed, **self.train_args)
+            self.net = _MatrixFactorization(x.shape[1], self.config.dim, len(self.candidates))
+            self.loss_history = train_minibatch(self.net, len(x), batch_loss, seed=self.seed, **training_args(self.config))
 
     def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad(), single_threaded():
@@ -94,4 +78,4 @@ class MFRouter(LearnedRouter):
         return p, np.tile(self.mean_energy_j, (len(x), 1))
 
 
-register_family("mf", MFRouter, MFConfig, rank=5)
+register_family("mf", MFRouter, rank=5)

@@ -19,10 +19,10 @@ import torch
 from torch import nn
 from pydantic import Field, field_validator
 
-from jouleroute.routing.baselines.embeddings import Embedder
 from jouleroute.routing.baselines.learned import LearnedRouter
 from jouleroute.provenance import seeded
-from jouleroute.routing.baselines.torch_fit import as_targets, masked_bce, single_threaded, train_minibatch
+from jouleroute.routing.baselines.torch_fit import (as_targets, masked_bce, single_threaded, train_minibatch,
+                                                    training_args)
 from jouleroute.routing.baselines.train_table import TrainTable
 from jouleroute.routing.families import register_family
 from jouleroute.strict import StrictModel
@@ -67,24 +67,8 @@ class MLPConfig(StrictModel):
 class MLPRouter(LearnedRouter):
     name = "mlp"
 
-    def __init__(
-        self,
-        candidates: Sequence[str],
-        embedder: Embedder,
-        hidden_sizes: Sequence[int] = (128,),
-        dropout: float = 0.1,
-        epochs: int = 40,
-        lr: float = 1e-3,
-        weight_decay: float = 1e-4,
-        batch_size: int = 64,
-        **common,
-    ):
-        """``common``: lam, energy_norm, meter, seed, overhead_sample (see ``LearnedRouter``)."""
-        super().__init__(candidates, embedder, **common)
-        self.hidden_sizes = tuple(hidden_sizes)
-        self.dropout = dropout
-        self.train_args = dict(epochs=epochs, lr=lr, weight_decay=weight_decay, batch_size=batch_size)
-        self.loss_history: list[float] = []
+    config_class = MLPConfig
+    loss_history: list[float]  # per epoch, set by fit
 
     def _fit(self, x: np.ndarray, table: TrainTable) -> None:
         log_e = np.log(np.maximum(table.energy_j, _LOG_FLOOR_J))  # NaN stays NaN
@@ -102,8 +86,9 @@ class MLPRouter(LearnedRouter):
             return masked_bce(logits, correct[rows], mask) + squared.sum() / mask.sum().clamp(min=1.0)
 
         with seeded(self.seed), single_threaded():
-            self.net = _TwoHeadMLP(x.shape[1], self.hidden_sizes, len(self.candidates), self.dropout)
-            self.loss_history = train_minibatch(self.net, len(x), batch_loss, seed=self.seed, **self.train_args)
+            self.net = _TwoHeadMLP(x.shape[1], self.config.hidden_sizes, len(self.candidates),
+                                   self.config.dropout)
+            self.loss_history = train_minibatch(self.net, len(x), batch_loss, seed=self.seed, **training_args(self.config))
 
     def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad(), single_threaded():
@@ -113,4 +98,4 @@ class MLPRouter(LearnedRouter):
         return p, e
 
 
-register_family("mlp", MLPRouter, MLPConfig, rank=4)
+register_family("mlp", MLPRouter, rank=4)

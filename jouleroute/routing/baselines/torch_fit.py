@@ -39,6 +39,15 @@ def as_targets(matrix: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(values, dtype=torch.float32), torch.tensor(observed, dtype=torch.float32)
 
 
+TRAINING_KEYS = ("epochs", "lr", "weight_decay", "batch_size")
+
+
+def training_args(config) -> dict:
+    """The ``train_minibatch`` arguments of a family's params sub-section (its epochs, lr, weight decay and
+    batch size)."""
+    return {key: getattr(config, key) for key in TRAINING_KEYS}
+
+
 def train_minibatch(
     module: torch.nn.Module,
     n_rows: int,
