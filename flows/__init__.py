@@ -5,5 +5,7 @@
 - ``flows.deployment``: the scheduled deployment (cron + timezone, one run at a time), served in the background.
 - ``flows.cli``: the ``jouleroute-flow`` command.
 
-Orchestration sits on top: it imports ``jouleroute`` and ``tasks``; nothing imports it.
+- ``flows.tasks``: the Prefect tasks, one per stage and one per tournament shard job.
+
+Orchestration sits on top: it imports ``jouleroute``; nothing imports it.
 """

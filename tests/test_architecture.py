@@ -33,7 +33,7 @@ LAYERS: list[set[str]] = [
     {"cli"},
     {"__main__"},
 ]
-ORCHESTRATION = ("prefect", "prefect_dask", "distributed", "flows", "tasks")  # above the library, never in it
+ORCHESTRATION = ("prefect", "prefect_dask", "distributed", "flows")  # above the library, never in it
 
 
 def _layer_of(unit: str) -> int:
@@ -200,6 +200,20 @@ def test_router_families_are_listed_in_one_table():
             if len(listed) >= 2:
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: {sorted(listed)}")
     assert not found, "router families listed outside jouleroute/routing/families.py:\n" + "\n".join(found)
+
+
+def test_reading_params_and_the_family_table_imports_no_torch_or_sklearn():
+    """Every command validates params, which reads the family table: a family imports its heavy libraries where it
+    fits (and its helpers live in `_`-named modules), so `check-params`, `where` or `prepare` start without them."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from jouleroute.config import load_params; load_params('params.yaml'); "
+            "from jouleroute.routing.families import router_families; assert len(router_families()) > 3; "
+            "print(sorted(m for m in ('torch', 'sklearn', 'sentence_transformers', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", f"reading params imported {out.stdout.strip()}"
 
 
 def _module_path(name: str) -> Path | None:

@@ -4,7 +4,8 @@ A family registers itself at the bottom of its own module::
 
     register_family("knn", KNNRouter, rank=3)  # its params class: KNNRouter.config_class
 
-The table fills itself on first use by importing every module of ``jouleroute.routing.baselines``
+The table fills itself on first use by importing every module of ``jouleroute.routing.baselines`` (but the
+``_``-named helpers, which a family imports when it fits: reading the table stays cheap, no torch)
 and every entry point of the group ``jouleroute.router_families`` (a family shipped by another
 installed package). Everything that names families reads it: params validation (``baselines.families``
 and each family's ``baselines.<name>`` sub-section), the evaluate stage, the champion's contenders,
@@ -72,7 +73,8 @@ def _discover() -> None:
     _discovered = True  # set first: a family module importing this one must not recurse
     package = importlib.import_module(PACKAGE)
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        importlib.import_module(f"{PACKAGE}.{info.name}")
+        if not info.name.startswith("_"):  # `_nets`, `_torch_fit`: a family's helpers, imported when it fits
+            importlib.import_module(f"{PACKAGE}.{info.name}")
     for point in entry_points(group=ENTRY_POINT_GROUP):
         log.info("router family plugin %s (%s)", point.name, point.value)
         point.load()  # importing the module registers its family

@@ -242,8 +242,21 @@ def evidence_checkpoint(repo) -> str:
     return json.loads((repo / "artifacts/grpo/metrics.json").read_text()).get("kept", "grpo")
 
 
-def test_where_summarizes_stage_runs(tiny_repo, reproduced):
-    out = run([str(BIN / "jouleroute"), "where"], tiny_repo).stdout
+def in_process(root, monkeypatch, capfd, *argv) -> tuple[int, str, str]:
+    """``jouleroute ARGV`` by the CLI's own `main`, in ``root``, in this process (no interpreter start-up):
+    exit status, stdout, stderr (``capfd``: a subprocess it starts, `dvc repro`, is captured too)."""
+    from jouleroute.cli import main
+
+    monkeypatch.chdir(root)
+    capfd.readouterr()
+    status = main(list(argv))
+    out, err = capfd.readouterr()
+    return status, out, err
+
+
+def test_where_summarizes_stage_runs(tiny_repo, reproduced, monkeypatch, capfd):
+    status, out, _ = in_process(tiny_repo, monkeypatch, capfd, "where")
+    assert status == 0
     assert "latest run of each stage" in out and "AIQ" in out
     for stage in LOGGED:
         assert f"\n  {stage} " in out, stage
@@ -252,17 +265,17 @@ def test_where_summarizes_stage_runs(tiny_repo, reproduced):
     assert "/runs?searchFilter=tags.run_kind%20%3D%20%27stage%27" in out  # the UI link opens the stage runs
 
 
-def test_a_typo_in_params_fails_before_dvc_deletes_anything(tiny_repo, reproduced):
+def test_a_typo_in_params_fails_before_dvc_deletes_anything(tiny_repo, reproduced, monkeypatch, capfd):
     outputs = [tiny_repo / "artifacts/evaluate/report.json", tiny_repo / "metrics.json"]
     original = (tiny_repo / "params.yaml").read_text()
     edit_params(tiny_repo, lambda p: p["router"].update(lamb=0.5))
     try:
-        done = run([str(BIN / "jouleroute"), "repro"], tiny_repo, check=False)
+        status, out, err = in_process(tiny_repo, monkeypatch, capfd, "repro")
     finally:
         (tiny_repo / "params.yaml").write_text(original)
-    assert done.returncode == 1
-    assert "router.lamb: unknown key (did you mean 'lam'?)" in done.stderr
-    assert "Traceback" not in done.stderr and "Running stage" not in done.stdout
+    assert status == 1
+    assert "router.lamb: unknown key (did you mean 'lam'?)" in err
+    assert "Traceback" not in err and "Running stage" not in out
     assert all(path.exists() for path in outputs)
 
 

@@ -16,8 +16,12 @@ def test_loglik_candidate_is_metered_and_never_invalid(tmp_path, tiny_model):
     params["pool"] = [c for c in params["pool"] if c["answer_style"] == "loglik"]
     params["tracking"]["enabled"] = False
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for stage in ("prepare", "models", "tournament"):  # models: the tournament's input, as under dvc repro
-        run([str(BIN / "jouleroute"), "--no-progress", stage], tmp_path)
+    from jouleroute.stages import STAGES
+    from jouleroute.stages.context import StageContext
+
+    for stage in ("prepare", "models"):  # the tournament's inputs (as under dvc repro), in this process: no
+        STAGES[stage].run(StageContext.load(tmp_path / "params.yaml", tmp_path))  # interpreter start-up each
+    run([str(BIN / "jouleroute"), "--no-progress", "tournament"], tmp_path)  # the tournament itself, by its CLI
 
     profile = pd.read_parquet(tmp_path / "artifacts/tournament/profile.parquet")
     mc = profile[profile["task"].isin(["arc_easy", "hellaswag"])]

@@ -34,18 +34,29 @@ def pairs(profile: pd.DataFrame) -> set[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def whole(tmp_path_factory, tiny_model):
+def prepared(tmp_path_factory, tiny_model):
+    """A workdir with the tournament's inputs and no tournament yet; each run below starts from a copy."""
+    return make_workdir(tmp_path_factory.mktemp("resume") / "prepared", tiny_model)
+
+
+def copy_of(prepared, path):
+    shutil.copytree(prepared, path, symlinks=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory, prepared):
     """An uninterrupted run: the reference every resumed run must match."""
-    work = make_workdir(tmp_path_factory.mktemp("resume") / "whole", tiny_model)
+    work = copy_of(prepared, tmp_path_factory.mktemp("resume") / "whole")
     run([str(BIN / "jouleroute"), "--no-progress", "tournament"], work)
     return work
 
 
 @pytest.mark.timeout(600)
-def test_kill_midway_then_rerun_matches_uninterrupted_run(tmp_path, tiny_model, whole):
+def test_kill_midway_then_rerun_matches_uninterrupted_run(tmp_path, prepared, whole):
     reference = pd.read_parquet(whole / "artifacts/tournament/profile.parquet")
 
-    killed = make_workdir(tmp_path / "killed", tiny_model)
+    killed = copy_of(prepared, tmp_path / "killed")
     shards = killed / "artifacts/tournament/shards"
     proc = subprocess.Popen([str(BIN / "jouleroute"), "--no-progress", "tournament"], cwd=killed,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

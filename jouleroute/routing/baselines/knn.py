@@ -12,7 +12,6 @@ to its mean over the whole training set.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.neighbors import NearestNeighbors
 from pydantic import Field
 
 from jouleroute.routing.baselines.learned import LearnedRouter
@@ -40,6 +39,8 @@ class KNNRouter(LearnedRouter):
     config_class = KNNConfig
 
     def _fit(self, x: np.ndarray, table: TrainTable) -> None:
+        from sklearn.neighbors import NearestNeighbors  # here, not at import: reading the family table stays cheap
+
         self.k_used = min(self.config.k, len(x))
         self.index = NearestNeighbors(n_neighbors=self.k_used, metric="cosine", algorithm="brute").fit(x)
         self.correct = table.correct

@@ -17,33 +17,13 @@ energy: E(q, c) is candidate c's mean energy on the train split.
 from __future__ import annotations
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
 from pydantic import Field
 
 from jouleroute.routing.baselines.learned import LearnedRouter
 from jouleroute.provenance import seeded
-from jouleroute.routing.baselines.torch_fit import (as_targets, masked_bce, single_threaded, train_minibatch,
-                                                    training_args)
 from jouleroute.routing.baselines.train_table import TrainTable
 from jouleroute.routing.families import register_family
 from jouleroute.strict import StrictModel
-
-
-class _MatrixFactorization(nn.Module):
-    def __init__(self, dim_in: int, dim: int, n_candidates: int):
-        super().__init__()
-        self.candidate_vectors = nn.Embedding(n_candidates, dim)
-        self.project = nn.Linear(dim_in, dim, bias=False)
-        self.read_out = nn.Linear(dim, 1, bias=False)
-        self.bias = nn.Parameter(torch.zeros(n_candidates))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits [queries, candidates] for every candidate at once."""
-        v = F.normalize(self.candidate_vectors.weight, p=2, dim=1)  # [c, dim]
-        # w . (v_c * Wx) == (Wx) . (v_c * w): fold the read-out into the candidate vectors.
-        return self.project(x) @ (v * self.read_out.weight).T + self.bias
 
 
 class MFConfig(StrictModel):
@@ -61,6 +41,12 @@ class MFRouter(LearnedRouter):
     loss_history: list[float]  # per epoch, set by fit
 
     def _fit(self, x: np.ndarray, table: TrainTable) -> None:
+        import torch
+
+        from jouleroute.routing.baselines._nets import MatrixFactorization
+        from jouleroute.routing.baselines._torch_fit import (as_targets, masked_bce, single_threaded, train_minibatch,
+                                                             training_args)
+
         correct, observed = as_targets(table.correct)
         inputs = torch.tensor(x, dtype=torch.float32)
         self.mean_energy_j = table.candidate_mean_energy_j()
@@ -69,10 +55,15 @@ class MFRouter(LearnedRouter):
             return masked_bce(self.net(inputs[rows]), correct[rows], observed[rows])
 
         with seeded(self.seed), single_threaded():
-            self.net = _MatrixFactorization(x.shape[1], self.config.dim, len(self.candidates))
-            self.loss_history = train_minibatch(self.net, len(x), batch_loss, seed=self.seed, **training_args(self.config))
+            self.net = MatrixFactorization(x.shape[1], self.config.dim, len(self.candidates))
+            self.loss_history = train_minibatch(self.net, len(x), batch_loss, seed=self.seed,
+                                                 **training_args(self.config))
 
     def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        from jouleroute.routing.baselines._torch_fit import single_threaded
+
         with torch.no_grad(), single_threaded():
             p = torch.sigmoid(self.net(torch.tensor(x, dtype=torch.float32))).numpy().astype(np.float64)
         return p, np.tile(self.mean_energy_j, (len(x), 1))

@@ -12,40 +12,17 @@ split. Unobserved (query, candidate) pairs are masked out of both losses.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
-import torch
-from torch import nn
 from pydantic import Field, field_validator
 
 from jouleroute.routing.baselines.learned import LearnedRouter
 from jouleroute.provenance import seeded
-from jouleroute.routing.baselines.torch_fit import (as_targets, masked_bce, single_threaded, train_minibatch,
-                                                    training_args)
 from jouleroute.routing.baselines.train_table import TrainTable
 from jouleroute.routing.families import register_family
 from jouleroute.strict import StrictModel
 
 # Energies at or below zero (possible for idle-subtracted net energy) cannot be logged.
 _LOG_FLOOR_J = 1e-9
-
-
-class _TwoHeadMLP(nn.Module):
-    def __init__(self, dim_in: int, hidden_sizes: Sequence[int], n_candidates: int, dropout: float):
-        super().__init__()
-        layers: list[nn.Module] = []
-        width = dim_in
-        for size in hidden_sizes:
-            layers += [nn.Linear(width, size), nn.ReLU(), nn.Dropout(dropout)]
-            width = size
-        self.trunk = nn.Sequential(*layers)
-        self.correct_head = nn.Linear(width, n_candidates)
-        self.energy_head = nn.Linear(width, n_candidates)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.trunk(x)
-        return self.correct_head(h), self.energy_head(h)
 
 
 class MLPConfig(StrictModel):
@@ -71,6 +48,12 @@ class MLPRouter(LearnedRouter):
     loss_history: list[float]  # per epoch, set by fit
 
     def _fit(self, x: np.ndarray, table: TrainTable) -> None:
+        import torch
+
+        from jouleroute.routing.baselines._nets import TwoHeadMLP
+        from jouleroute.routing.baselines._torch_fit import (as_targets, masked_bce, single_threaded, train_minibatch,
+                                                             training_args)
+
         log_e = np.log(np.maximum(table.energy_j, _LOG_FLOOR_J))  # NaN stays NaN
         self.log_mu = np.nanmean(log_e, axis=0)
         spread = np.nanstd(log_e, axis=0)
@@ -86,11 +69,16 @@ class MLPRouter(LearnedRouter):
             return masked_bce(logits, correct[rows], mask) + squared.sum() / mask.sum().clamp(min=1.0)
 
         with seeded(self.seed), single_threaded():
-            self.net = _TwoHeadMLP(x.shape[1], self.config.hidden_sizes, len(self.candidates),
+            self.net = TwoHeadMLP(x.shape[1], self.config.hidden_sizes, len(self.candidates),
                                    self.config.dropout)
-            self.loss_history = train_minibatch(self.net, len(x), batch_loss, seed=self.seed, **training_args(self.config))
+            self.loss_history = train_minibatch(self.net, len(x), batch_loss, seed=self.seed,
+                                                 **training_args(self.config))
 
     def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        from jouleroute.routing.baselines._torch_fit import single_threaded
+
         with torch.no_grad(), single_threaded():
             logits, log_energy = self.net(torch.tensor(x, dtype=torch.float32))
         p = torch.sigmoid(logits).numpy().astype(np.float64)
