@@ -253,7 +253,7 @@ def grpo_sweep() -> str:
 
 
 def savings() -> str:
-    """One row per pipeline whose evaluate output is on this machine: the saving in a user's terms."""
+    """One row per pipeline (the main one and every study): the saving in a user's terms."""
     from jouleroute.evaluation.headline import iso_headline
 
     rows = ["| pool | best single (acc, J/query) | champion | iso-accuracy energy share [95% CI] | "
@@ -278,15 +278,21 @@ def savings() -> str:
 
 
 def _evaluated_pipelines() -> list[tuple[str, dict]]:
-    """(pool name, evaluate metrics.json) for every pipeline that has been evaluated on this machine."""
+    """(pool name, evaluate metrics.json) of every pipeline: the main one and each study. A table across pools is
+    written only when all of them have been evaluated on this machine; a partial one would drop the others' rows."""
     from jouleroute.config import load_params
 
     files = [("embedded", ROOT / "params.yaml")] + [(p.parent.name, p) for p in sorted((ROOT / "studies").glob("*/params.yaml"))]
-    out = []
+    out, missing = [], []
     for name, params in files:
         metrics_file = load_params(params).paths.resolve("evaluate_dir", ROOT) / "metrics.json"
         if metrics_file.exists():
             out.append((name, json.loads(metrics_file.read_text())))
+        else:
+            missing.append("make run" if name == "embedded" else f"make study{'-heldout' if name.startswith('heldout-') else ' STUDY=' + name}")
+    if missing:
+        raise SourceMissing(f"not every pipeline is evaluated here (run {', '.join(dict.fromkeys(missing))}): a table "
+                            "across pools would drop the others' rows")
     return out
 
 
