@@ -49,8 +49,6 @@ class GatewayRouterConfig(StrictModel):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, kind: str) -> str:
-        if kind in ("lm", "always"):  # the default needs no family table (importing it imports every family)
-            return kind
         kinds = ("lm", *learned_families(), "always")
         if kind not in kinds:
             raise ValueError(f"unknown router kind '{kind}'; valid: {', '.join(kinds)}")

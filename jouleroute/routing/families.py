@@ -47,16 +47,11 @@ _TABLE: dict[str, Family] = {}
 _discovered = False
 
 
-def register_family(name: str, router: type, config: type | None = None, *, learned: bool = True,
-                    rank: float = 100.0) -> Family:
+def register_family(name: str, router: type, *, learned: bool = True, rank: float = 100.0) -> Family:
     """Add a family to the table (called from the family's own module); a second module claiming the same
-    name is an error, the same module imported twice is not. ``config`` defaults to the router's
-    ``config_class`` (a learned family's params sub-section)."""
-    own = getattr(router, "config_class", None)
-    if config is not None and own is not None and config is not own:
-        raise ValueError(f"router family '{name}': config {config.__name__} is not {router.__name__}.config_class "
-                         f"({own.__name__})")
-    family = Family(name, router, config if config is not None else own, learned, rank)
+    name is an error, the same module imported twice is not. Its params sub-section is the router's
+    ``config_class`` (none when it has none)."""
+    family = Family(name, router, getattr(router, "config_class", None), learned, rank)
     known = _TABLE.get(name)
     if known is not None and (known.router.__module__, known.router.__qualname__) != (
             router.__module__, router.__qualname__):
