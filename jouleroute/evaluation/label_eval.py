@@ -44,7 +44,7 @@ import pandas as pd
 
 from jouleroute.routing.base import Router
 from jouleroute.routing.lm.spec import format_lambda
-from jouleroute.routing.utility import as_table as _table, chosen_utility, routed_utilities, utilities
+from jouleroute.routing.utility import as_table as _table, chosen_utility, query_means, routed_utilities, utilities
 
 TRIVIAL_POLICIES = ("majority_utility", "best_constant_utility", "random_utility")
 
@@ -75,7 +75,7 @@ def label_accuracy(router: Router, val_rows: Sequence[Mapping[str, Any]] | pd.Da
         raise ValueError(f"val rows lack column(s) {missing}; use router_data's val.jsonl")
     per_lambda: dict[str, dict[str, Any]] = {}
     totals: dict[str, float] = defaultdict(float)
-    per_query: dict[str, list[float]] = defaultdict(list)  # each val query's router utility at every λ
+    scored: list[tuple[list[str], list[float]]] = []  # each val query's router utility at every λ
     for lam, group, chosen, utils in routed_utilities(router, frame, energy_norm):
         key = format_lambda(lam)
         labels = list(group["label"])
@@ -103,8 +103,7 @@ def label_accuracy(router: Router, val_rows: Sequence[Mapping[str, Any]] | pd.Da
             "oracle_utility": sum(max(u.values()) for u in utils) / n,
         }
         per_lambda[key] = stats
-        for query, value in zip(group["query_id"].astype(str), mine):
-            per_query[query].append(value)
+        scored.append((list(group["query_id"]), mine))
         for name in ("label_accuracy", "majority_accuracy", "chosen_accuracy", "valid_share", "router_utility",
                      "oracle_utility") + TRIVIAL_POLICIES:
             totals[name] += stats[name] * n
@@ -119,4 +118,4 @@ def label_accuracy(router: Router, val_rows: Sequence[Mapping[str, Any]] | pd.Da
     # a query's mean utility over the λ grid: what the champion's paired-bootstrap margin resamples (selection.py)
     return {"overall": {**overall, "n": int(totals["n"])}, "by_lambda": per_lambda,
             "best_constant_picked_on": "train" if train_rows else "val",
-            "per_query_utility": {q: sum(v) / len(v) for q, v in sorted(per_query.items())}}
+            "per_query_utility": query_means(scored)}

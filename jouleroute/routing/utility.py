@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -142,11 +142,18 @@ def chosen_utility(utils: Sequence[Mapping[str, float]], chosen: Sequence[str], 
     return [u.get(c, -lam - 1.0) for u, c in zip(utils, chosen)]
 
 
+def query_means(scored: Iterable[tuple[Iterable[str], Iterable[float]]]) -> dict[str, float]:
+    """Each query's mean over ``(query ids, their utilities)`` pairs, one pair per λ: the one place a
+    query's utility over the λ grid is averaged (the champion's margin and the budget curve resample it)."""
+    per_query: dict[str, list[float]] = defaultdict(list)
+    for queries, values in scored:
+        for query, value in zip(queries, values):
+            per_query[str(query)].append(value)
+    return {q: sum(v) / len(v) for q, v in sorted(per_query.items())}
+
+
 def rows_per_query_utility(router: Router, frame: pd.DataFrame, energy_norm: str) -> dict[str, float]:
     """Each query's mean utility over the λ of ``frame`` (rows need query_id, question, task, lam and the
     candidates' correctness and energy): what the champion's margin and the budget curve resample."""
-    per_query: dict[str, list[float]] = defaultdict(list)
-    for lam, group, chosen, utils in routed_utilities(router, frame, energy_norm):
-        for query, value in zip(group["query_id"].astype(str), chosen_utility(utils, chosen, lam)):
-            per_query[query].append(value)
-    return {q: sum(v) / len(v) for q, v in sorted(per_query.items())}
+    return query_means((group["query_id"], chosen_utility(utils, chosen, lam))
+                       for lam, group, chosen, utils in routed_utilities(router, frame, energy_norm))
