@@ -182,7 +182,8 @@ class StageRun:
         for i in range(0, len(items), _BATCH):
             self.client.log_batch(self.run_id, metrics=items[i:i + _BATCH])
 
-    def log_params(self, params: dict[str, Any]) -> None:
+    def _log_params(self, params: dict[str, Any]) -> None:
+        """Only ``stage_run`` logs params, when the run opens: a stage's params are its dvc.yaml params."""
         from mlflow.entities import Param
 
         existing = self.client.get_run(self.run_id).data.params
@@ -226,7 +227,7 @@ def stage_run(uri: str | None, experiment: str, stage: str, tags: dict[str, str]
     run = StageRun(client, client.create_run(exp, run_name=stage, start_time=start_time_ms,
                                              tags=mlflow_keys(run_tags(stage, tags, energy_source))).info.run_id, uri)
     try:
-        run.log_params(params)
+        run._log_params(params)
         yield run
     except BaseException:
         client.set_terminated(run.run_id, "FAILED")

@@ -105,9 +105,7 @@ def log_evaluation(result, run) -> str:
     inherited = client.get_run(parent_id).data.tags  # the stage's provenance (git sha, params hash), not its kind
     tags = {k: v for k, v in inherited.items() if not k.startswith("mlflow.") and k not in (RUN_KIND, "energy_source")}
     client.set_tag(parent_id, "energy_source", result.metrics["energy_source"])
-    cfg = report["config"] | {f"energy_policy.{k}": v for k, v in report.get("energy_policy", {}).items()}
-    view = report["headline_view"]
-    client.log_batch(parent_id, params=[Param(k, str(v)) for k, v in cfg.items()])
+    view = report["headline_view"]  # params: the stage's dvc.yaml params only, logged when its run opened
     _log_metrics(client, parent_id, parent_metrics(result.metrics, report.get("selection")))
     swept = {name for fam in report["families"].values() for name in fam["sweep"]["router"]}
     for fam, info in report["families"].items():

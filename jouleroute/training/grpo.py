@@ -150,13 +150,13 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run:
         log_completions=False,
     )
     resume = resume_point(out_dir, cfg, [source, *sorted(sft_model.glob("*.safetensors"))])
-    params = {**cfg.model_dump(), "sft_model": str(sft_model), "n_prompts": len(prompts), "device": setup.device,
-              "num_generations": generations, "candidates": spec.candidates, "resumed_from": resume or ""}
+    facts = {"sft_model": str(sft_model), "n_prompts": len(prompts), "device": setup.device,
+             "num_generations": generations, "candidates": ",".join(spec.candidates), "resumed_from": resume or "",
+             "lambdas": ",".join(format_lambda(x) for x in lambdas), "reward_source": cfg.reward_source}
     if outcomes is not None and resume:
         RevealedCheckpoints.restore(outcomes, Path(resume))  # reads before the kill are still paid for
     model = attach_policy(setup.model, cache)
-    tags = {"lambdas": ",".join(format_lambda(x) for x in lambdas), "reward_source": cfg.reward_source}
-    log_stage_start(run, params, tags)
+    log_stage_start(run, facts)
     trainer = quiet_trainer(GRPOTrainer(
         model=model, reward_funcs=funcs, args=args, train_dataset=Dataset.from_list(prompts),
         processing_class=setup.tokenizer,

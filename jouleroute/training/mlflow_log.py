@@ -1,7 +1,9 @@
 """MLflow for the router trainers: they log into the run their stage opened, never a run of their own.
 
 The `sft` or `grpo` stage opens its one run (``StageContext.stage_run``) and hands it to
-``run_sft``/``run_grpo``, which log their params, every Trainer log line as metrics at the
+``run_sft``/``run_grpo``, which log the facts of their run as tags (device, query counts, where a
+resumed run started: the params it depends on are the stage's, logged from dvc.yaml when the run opened), every
+Trainer log line as metrics at the
 trainer's global step (loss, reward and each ``rewards/<name>/mean``, ``kl``,
 ``choices/<candidate>``), and finally, when asked, the router folder as a pyfunc model.
 TRL's own reporting is off (``report_to="none"``): its MLflow callback would open a run of its own.
@@ -22,12 +24,12 @@ from jouleroute.tracking import StageRun
 log = logging.getLogger(__name__)
 
 
-def log_stage_start(run: StageRun | None, params: dict[str, Any], tags: dict[str, str]) -> None:
-    """The trainer's params and tags, into the stage's run."""
+def log_stage_start(run: StageRun | None, facts: dict[str, Any]) -> None:
+    """What this training run found (device, query counts, the checkpoint it resumed from), as tags of the
+    stage's run: its params are the stage's dvc.yaml params only, logged when the run opened."""
     if run is None:
         return
-    run.set_tags({"component": "router", **tags})
-    run.log_params({k: _param_text(v) for k, v in params.items()})
+    run.set_tags({"component": "router", **{k: _param_text(v) for k, v in facts.items()}})
 
 
 def _param_text(value: Any) -> str:

@@ -133,10 +133,11 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
         gradient_accumulation_steps=cfg.grad_accum, max_length=None, completion_only_loss=True, packing=False,
     )
     resume = resume_point(out_dir, cfg, [source, data_dir / "router_spec.json", *_weights(base_model_dir)])
-    params = {**cfg.model_dump(), "base_model_dir": str(base_model_dir), "n_queries": len(rows),
-              "device": setup.device, "lambdas": spec.lambdas, "resumed_from": resume or ""}
+    facts = {"base_model": str(base_model_dir), "n_queries": len(rows), "device": setup.device,
+             "lambdas": ",".join(format_lambda(x) for x in spec.lambdas), "resumed_from": resume or "",
+             **{f"split.{k}": v for k, v in setup.split.sizes().items()}}
     model = attach_policy(setup.model, cache)
-    log_stage_start(run, params, {"base_model": str(base_model_dir)})
+    log_stage_start(run, facts)
     trainer = quiet_trainer(SFTTrainer(
         model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=setup.tokenizer,
         callbacks=[MlflowMetricsCallback(run), *callbacks]))
@@ -146,8 +147,6 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
     model_dir = save_final_model(model, setup.tokenizer, out_dir, data_dir)
     metrics.update(n_queries=len(rows), device=setup.device, trunk_features_s=setup.features_s,
                    **setup.split.sizes(), train_label_agreement=_agreement(cache, targets))
-    if run is not None:
-        run.log_params(setup.split.sizes())
     log_stage_end(run, "sft", metrics, model_dir, cfg)
     write_json(out_dir / "metrics.json", metrics)
     return metrics

@@ -199,6 +199,19 @@ def test_every_stage_run_is_in_mlflow_with_metrics_tags_and_plots(tiny_repo, rep
         assert "sweep.accuracy" in fam.data.metrics
 
 
+def test_each_stage_run_logs_exactly_the_params_its_dvc_yaml_entry_lists(tiny_repo, reproduced):
+    """The params of every stage's MLflow run are the keys of its dvc.yaml `params:` (what DVC reruns it for),
+    read from the real store: no trainer or report adds its own."""
+    from jouleroute.stages.context import StageContext
+    from jouleroute.tracking import mlflow_keys
+
+    ctx = StageContext.load(tiny_repo / "params.yaml", root=tiny_repo)
+    runs = _stage_runs(_client(tiny_repo))
+    for stage in LOGGED:
+        expected = mlflow_keys(ctx.logged_params(stage))
+        assert runs[stage].data.params == {k: str(v)[:6000] for k, v in expected.items()}, stage
+
+
 def test_the_router_is_registered_with_its_lambda_range_and_aiq(tiny_repo, reproduced):
     client = _client(tiny_repo)
     versions = client.search_model_versions("name = 'jouleroute-router'")
