@@ -18,13 +18,23 @@ def paired_mean_ci(diff, samples: int = SAMPLES, seed: int = SEED, confidence: f
     diff = np.asarray(diff, dtype=float)
     if diff.size == 0:
         return None
-    means = diff[np.random.default_rng(seed).integers(0, diff.size, size=(samples, diff.size))].mean(axis=1)
+    return percentile_interval(diff[resample_index(diff.size, samples, seed)].mean(axis=1), confidence)
+
+
+def resample_index(n: int, samples: int = SAMPLES, seed: int = SEED) -> np.ndarray:
+    """[samples, n] query positions drawn with replacement: the one resampling of every bootstrap here (paired:
+    one draw serves every policy scored on the same queries)."""
+    return np.random.default_rng(seed).integers(0, n, size=(samples, n))
+
+
+def percentile_interval(values, confidence: float = CONFIDENCE) -> list[float]:
+    """The central ``confidence`` percentile interval of resampled ``values``: every bootstrap's interval."""
     tail = 100 * (1 - confidence) / 2
-    return [float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))]
+    return [float(x) for x in np.percentile(values, [tail, 100 - tail])]
 
 
 def resample_counts(n: int, samples: int, seed: int) -> np.ndarray:
     """[samples, n]: how often each query is drawn in each resample (paired: one draw serves every policy)."""
-    idx = np.random.default_rng(seed).integers(0, n, size=(samples, n))
+    idx = resample_index(n, samples, seed)
     offsets = (np.arange(samples) * n)[:, None]
     return np.bincount((idx + offsets).ravel(), minlength=samples * n).reshape(samples, n)

@@ -17,7 +17,7 @@ from typing import Mapping
 import numpy as np
 
 from jouleroute.evaluation.frontier import aiq
-from jouleroute.stats import resample_counts
+from jouleroute.stats import percentile_interval, resample_counts
 
 TIE, WIN, LOSS = "tie", "win", "loss"
 
@@ -68,14 +68,13 @@ def paired_aiq_difference(singles_correct: np.ndarray, singles_energy: np.ndarra
         return np.array([family_aiq(row[:s], row[s:2 * s], row[acc], row[j]) for row in means])
 
     ref = aiqs(reference)
-    tail = 100.0 * (1.0 - confidence) / 2.0
     out = {}
     for name in families:
         if name == reference:
             continue
         other = aiqs(name)
         diff = ref - other
-        low, high = (float(x) for x in np.percentile(diff[1:], [tail, 100.0 - tail]))
+        low, high = percentile_interval(diff[1:], confidence)
         out[name] = {"aiq": float(other[0]), "reference_aiq": float(ref[0]), "difference": float(diff[0]),
                      "ci_low": low, "ci_high": high, "verdict": verdict(low, high)}
     return {"reference": reference, "samples": samples, "confidence": confidence, "seed": seed,

@@ -20,7 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
-from jouleroute.stats import resample_counts
+from jouleroute.stats import percentile_interval, resample_counts
 
 _EPS = 1e-12
 
@@ -56,11 +56,10 @@ def iso_accuracy(best_correct: np.ndarray, best_energy: np.ndarray, oracle_energ
     means = _means(columns, samples, seed)
     best_acc, best_j, oracle_j = means[:, 0], means[:, 1], means[:, 2]
     room = best_j - oracle_j
-    tail = 100.0 * (1.0 - confidence) / 2.0
 
     def interval(values: np.ndarray) -> list[float] | None:
         finite = values[1:][np.isfinite(values[1:])]
-        return [float(x) for x in np.percentile(finite, [tail, 100.0 - tail])] if samples > 0 and finite.size else None
+        return percentile_interval(finite, confidence) if samples > 0 and finite.size else None
 
     out = {}
     for name, (start, width) in spans.items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from jouleroute.evaluation.outcomes import Outcome
+from jouleroute.stats import percentile_interval, resample_index
 
 
 def accuracy(correct: np.ndarray) -> float:
@@ -47,15 +48,9 @@ def summarize(correct: np.ndarray, energy_j: np.ndarray, latency_s: np.ndarray, 
 def bootstrap_ci(correct: np.ndarray, energy_j: np.ndarray, samples: int, confidence: float,
                  seed: int) -> dict[str, list[float]]:
     """Percentile bootstrap intervals of accuracy and J/query, resampling queries with replacement."""
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(correct), size=(samples, len(correct)))
-    tail = 100 * (1 - confidence) / 2
-    acc = np.mean(correct[idx], axis=1)
-    jpq = np.mean(energy_j[idx], axis=1)
-    return {
-        "accuracy_ci": [float(np.percentile(acc, tail)), float(np.percentile(acc, 100 - tail))],
-        "j_per_query_ci": [float(np.percentile(jpq, tail)), float(np.percentile(jpq, 100 - tail))],
-    }
+    idx = resample_index(len(correct), samples, seed)
+    return {"accuracy_ci": percentile_interval(np.mean(correct[idx], axis=1), confidence),
+            "j_per_query_ci": percentile_interval(np.mean(energy_j[idx], axis=1), confidence)}
 
 
 def outcome_metrics(o: Outcome, tasks: np.ndarray, candidates: list[str], with_overhead: bool,

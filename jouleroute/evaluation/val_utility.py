@@ -17,7 +17,8 @@ import numpy as np
 
 from jouleroute.evaluation.outcomes import ProfileMatrix
 from jouleroute.routing.blend import EnergyFrom, blend_scores
-from jouleroute.routing.scores import Scores, normalize_energy
+from jouleroute.routing.scores import Scores, normalize_energy, utility
+from jouleroute.routing.utility import query_means
 
 
 def _aligned(scores: Scores, matrix: ProfileMatrix) -> tuple[np.ndarray, np.ndarray]:
@@ -35,19 +36,20 @@ def _aligned(scores: Scores, matrix: ProfileMatrix) -> tuple[np.ndarray, np.ndar
 
 def per_query_utility(scores: Scores, matrix: ProfileMatrix, lambdas: Sequence[float],
                       energy_norm: str) -> dict[str, float]:
-    """Query -> its mean over ``lambdas`` of u(q, choice(q; λ); λ): the paired bootstrap's unit."""
+    """Query -> its mean over ``lambdas`` of u(q, choice(q; λ); λ): the paired bootstrap's unit. The same rule
+    (``scores.utility``) and average (``utility.query_means``) as a router's utility on router_data rows."""
     rows, cols = _aligned(scores, matrix)
     correct = matrix.correct[np.ix_(rows, cols)].astype(float)
     cost = normalize_energy(matrix.energy_j[np.ix_(rows, cols)], energy_norm)
     picked = np.arange(len(rows))
-    per_lambda = np.array([correct[picked, scores.choices(lam)] - lam * cost[picked, scores.choices(lam)]
-                           for lam in lambdas])
-    return dict(zip(scores.query_ids, (float(u) for u in per_lambda.mean(axis=0))))
+    return query_means((scores.query_ids, [float(u) for u in utility(correct[picked, chosen], cost[picked, chosen], lam)])
+                       for lam in lambdas for chosen in [scores.choices(lam)])
 
 
 def mean_utility(scores: Scores, matrix: ProfileMatrix, lambdas: Sequence[float], energy_norm: str) -> float:
     """Mean over ``lambdas`` and queries of u(q, choice(q; λ); λ)."""
-    return float(np.mean(list(per_query_utility(scores, matrix, lambdas, energy_norm).values())))
+    by_query = per_query_utility(scores, matrix, lambdas, energy_norm)
+    return float(np.mean([by_query[str(q)] for q in scores.query_ids]))
 
 
 def val_points(scores: Scores, matrix: ProfileMatrix, lambdas: Sequence[float]) -> dict[float, tuple[float, float]]:

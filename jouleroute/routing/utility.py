@@ -19,10 +19,11 @@ import json
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from jouleroute.routing.base import Router
-from jouleroute.routing.scores import best_of, normalize_energy_map, utility
+from jouleroute.routing.scores import best_of, normalize_energy_map, oracle_index, utility
 
 
 def _energy_order(energy: Mapping[str, float], candidates: list[str]) -> dict[str, tuple[float, int]]:
@@ -82,11 +83,6 @@ def expected_utility_label(
     return best_of({c: score(c) for c in candidates}, order)
 
 
-def cheapest(energy: Mapping[str, float], candidates: list[str]) -> str:
-    order = _energy_order(energy, candidates)
-    return min(candidates, key=lambda c: order[c])
-
-
 def cheapest_correct_label(
     correct: Mapping[str, int],
     energy: Mapping[str, float],
@@ -105,12 +101,12 @@ def cheapest_correct_label(
     with the best TRAIN accuracy on the query's task (ties: lower mean energy), betting
     that the profile's miss was noise.
     """
-    top = max(float(correct[c]) for c in candidates)  # an expected correctness: the most likely right ones
-    right = [c for c in candidates if top > 0 and float(correct[c]) >= top - 1e-12]
-    if right:
-        return cheapest(energy, right)
-    if fallback == "cheapest":
-        return cheapest(energy, candidates)
+    if fallback == "cheapest" or max(float(correct[c]) for c in candidates) > 0:
+        # the oracle's rule (scores.oracle_index): the cheapest of the most likely right ones, which is the
+        # cheapest of all when none is right
+        row = oracle_index(np.array([[float(correct[c]) for c in candidates]]),
+                           np.array([[float(energy[c]) for c in candidates]]))
+        return candidates[int(row[0])]
     if fallback == "most_accurate_on_task":
         if task_accuracy is None or mean_energy is None:
             raise ValueError("fallback 'most_accurate_on_task' needs task_accuracy and mean_energy")

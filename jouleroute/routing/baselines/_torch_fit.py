@@ -48,6 +48,18 @@ def training_args(config) -> dict:
     return {key: getattr(config, key) for key in TRAINING_KEYS}
 
 
+def fit_seeded(router, build: Callable[[], torch.nn.Module], n_rows: int,
+               batch_loss: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """Build ``router.net`` and train it on ``n_rows`` rows with its params' training keys, seeded by
+    ``router.seed`` (weights, dropout and batch order) on one thread; sets ``router.loss_history``."""
+    from jouleroute.provenance import seeded
+
+    with seeded(router.seed), single_threaded():
+        router.net = build()
+        router.loss_history = train_minibatch(router.net, n_rows, batch_loss, seed=router.seed,
+                                              **training_args(router.config))
+
+
 def train_minibatch(
     module: torch.nn.Module,
     n_rows: int,

@@ -20,7 +20,6 @@ import numpy as np
 from pydantic import Field
 
 from jouleroute.routing.baselines.learned import LearnedRouter
-from jouleroute.provenance import seeded
 from jouleroute.routing.baselines.train_table import TrainTable
 from jouleroute.routing.families import register_family
 from jouleroute.strict import StrictModel
@@ -44,8 +43,7 @@ class MFRouter(LearnedRouter):
         import torch
 
         from jouleroute.routing.baselines._nets import MatrixFactorization
-        from jouleroute.routing.baselines._torch_fit import (as_targets, masked_bce, single_threaded, train_minibatch,
-                                                             training_args)
+        from jouleroute.routing.baselines._torch_fit import as_targets, fit_seeded, masked_bce
 
         correct, observed = as_targets(table.correct)
         inputs = torch.tensor(x, dtype=torch.float32)
@@ -54,10 +52,8 @@ class MFRouter(LearnedRouter):
         def batch_loss(rows: torch.Tensor) -> torch.Tensor:
             return masked_bce(self.net(inputs[rows]), correct[rows], observed[rows])
 
-        with seeded(self.seed), single_threaded():
-            self.net = MatrixFactorization(x.shape[1], self.config.dim, len(self.candidates))
-            self.loss_history = train_minibatch(self.net, len(x), batch_loss, seed=self.seed,
-                                                 **training_args(self.config))
+        fit_seeded(self, lambda: MatrixFactorization(x.shape[1], self.config.dim, len(self.candidates)), len(x),
+                   batch_loss)
 
     def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         import torch

@@ -16,7 +16,6 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from jouleroute.routing.baselines.learned import LearnedRouter
-from jouleroute.provenance import seeded
 from jouleroute.routing.baselines.train_table import TrainTable
 from jouleroute.routing.families import register_family
 from jouleroute.strict import StrictModel
@@ -51,8 +50,7 @@ class MLPRouter(LearnedRouter):
         import torch
 
         from jouleroute.routing.baselines._nets import TwoHeadMLP
-        from jouleroute.routing.baselines._torch_fit import (as_targets, masked_bce, single_threaded, train_minibatch,
-                                                             training_args)
+        from jouleroute.routing.baselines._torch_fit import as_targets, fit_seeded, masked_bce
 
         log_e = np.log(np.maximum(table.energy_j, _LOG_FLOOR_J))  # NaN stays NaN
         self.log_mu = np.nanmean(log_e, axis=0)
@@ -68,11 +66,8 @@ class MLPRouter(LearnedRouter):
             squared = (log_energy - energy_target[rows]) ** 2 * mask
             return masked_bce(logits, correct[rows], mask) + squared.sum() / mask.sum().clamp(min=1.0)
 
-        with seeded(self.seed), single_threaded():
-            self.net = TwoHeadMLP(x.shape[1], self.config.hidden_sizes, len(self.candidates),
-                                   self.config.dropout)
-            self.loss_history = train_minibatch(self.net, len(x), batch_loss, seed=self.seed,
-                                                 **training_args(self.config))
+        fit_seeded(self, lambda: TwoHeadMLP(x.shape[1], self.config.hidden_sizes, len(self.candidates),
+                                            self.config.dropout), len(x), batch_loss)
 
     def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         import torch
