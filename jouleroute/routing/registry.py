@@ -21,6 +21,7 @@ from jouleroute.routing.baselines.learned import LearnedRouter
 from jouleroute.routing.baselines.simple import AlwaysRouter, OracleRouter, RandomRouter
 from jouleroute.routing.baselines.task_best import TaskBestRouter
 from jouleroute.routing.families import get_family, router_families
+from jouleroute.routing.scores import DEFAULT_LAM
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def build_router(
     eval_profile: pd.DataFrame | None = None,
     embedder: Embedder | None = None,
     energy: EnergyPolicy = EnergyPolicy(),
-    lam: float = 0.5,
+    lam: float = DEFAULT_LAM,
 ) -> Router:
     """Build the baseline called ``name`` for the pool ``candidates``; learned ones are trained here.
 

@@ -17,13 +17,13 @@ from pathlib import Path
 import pandas as pd
 
 from jouleroute.stages.context import StageContext
-from jouleroute.stages.inputs import grpo_run
+from jouleroute.stages.training import grpo_run
 
 logger = logging.getLogger(__name__)
 
 
 def budget_stage(ctx: StageContext) -> dict:
-    from jouleroute.stages.inputs import base_model_dir
+    from jouleroute.stages.training import base_model_dir
     from jouleroute.training.budget import BudgetInputs, outcome_rows, run_budget
     from jouleroute.training.router_data import UNPROFILED
 

@@ -28,7 +28,7 @@ from jouleroute.routing.registry import build_router, candidate_order, sample_tr
 from jouleroute.routing.scores import Scores
 from jouleroute.routing.baselines.simple import mix_of
 from jouleroute.stages.context import StageContext
-from jouleroute.stages.inputs import grpo_run
+from jouleroute.stages.training import grpo_run
 from jouleroute.tracking import StageRun, tag_router_version
 
 logger = logging.getLogger(__name__)

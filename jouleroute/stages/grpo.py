@@ -10,8 +10,7 @@ import json
 import logging
 
 from jouleroute.stages.context import StageContext, write_json
-from jouleroute.stages.inputs import RUN_RECORD
-from jouleroute.stages.training import heldout_check, log_training_metrics, sft_heldout, training_run
+from jouleroute.stages.training import RUN_RECORD, heldout_check, log_training_metrics, sft_heldout, training_run
 from jouleroute.tracking import register_router, registered_name
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
-"""What several stages build from the params alike: the tournament's inputs (the tournament runs on them;
-grpo's and budget's live rollouts answer through the same backend and shard store) and the resolved base
-model of the LM router (sft, budget). Here, so that no stage module imports another."""
+"""The tournament's inputs, built from the params: the tournament runs on them, and grpo's and budget's live
+rollouts answer through the same backend and shard store. Here, so that no stage module imports another; what
+the router stages share is in stages/training.py, which the tournament never reads."""
 
 from __future__ import annotations
 
@@ -46,26 +46,3 @@ def modelled_rates(ctx: StageContext) -> dict[str, ModelledRate]:
         rates[cand.candidate_id] = ModelledRate(model.j_per_output_token, model.j_per_input_token, model.reference,
                                                 model.reference_file)
     return rates
-
-
-def base_model_dir(ctx: StageContext) -> str:
-    """`sft.base_model`: a key of `models` (converted by the `models` stage), a local folder or a hub id."""
-    name = ctx.params.sft.base_model
-    if name in ctx.params.models:
-        spec = ctx.params.models[name]
-        if spec.source == "pypi-gguf":
-            return str(ctx.path("models_dir") / name)
-        return spec.path or spec.hub_id or name
-    return str(ctx.root / name) if (ctx.root / name).exists() else name
-
-
-RUN_RECORD = "mlflow_run.json"  # in grpo_dir: the grpo stage's MLflow run id and registered router version
-
-
-def grpo_run(ctx: StageContext) -> dict:
-    """The grpo stage's MLflow run, by the id it recorded in its outputs (``grpo_dir/mlflow_run.json``):
-    budget writes into that run, evaluate tags its router version. ``{}`` when it recorded none (tracking off)."""
-    import json
-
-    path = ctx.path("grpo_dir") / RUN_RECORD
-    return json.loads(path.read_text()) if path.is_file() else {}

@@ -1,4 +1,5 @@
-"""What stages `sft` and `grpo` share: the held-out check of a trained router and the stage's MLflow run."""
+"""What the router stages share: the held-out check of a trained router and the stage's MLflow run (sft, grpo),
+the LM router's resolved base model (sft, budget) and the grpo stage's recorded run (budget, evaluate)."""
 
 from __future__ import annotations
 
@@ -104,3 +105,26 @@ def _score_with_progress(ctx: StageContext, router, rows: list[dict], label: str
 
 def router_path(ctx: StageContext) -> Path:
     return ctx.path("grpo_dir") / "model"
+
+
+def base_model_dir(ctx: StageContext) -> str:
+    """`sft.base_model`: a key of `models` (converted by the `models` stage), a local folder or a hub id."""
+    name = ctx.params.sft.base_model
+    if name in ctx.params.models:
+        spec = ctx.params.models[name]
+        if spec.source == "pypi-gguf":
+            return str(ctx.path("models_dir") / name)
+        return spec.path or spec.hub_id or name
+    return str(ctx.root / name) if (ctx.root / name).exists() else name
+
+
+RUN_RECORD = "mlflow_run.json"  # in grpo_dir: the grpo stage's MLflow run id and registered router version
+
+
+def grpo_run(ctx: StageContext) -> dict:
+    """The grpo stage's MLflow run, by the id it recorded in its outputs (``grpo_dir/mlflow_run.json``):
+    budget writes into that run, evaluate tags its router version. ``{}`` when it recorded none (tracking off)."""
+    import json
+
+    path = ctx.path("grpo_dir") / RUN_RECORD
+    return json.loads(path.read_text()) if path.is_file() else {}

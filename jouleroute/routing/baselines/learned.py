@@ -20,7 +20,7 @@ from jouleroute.energy.base import Meter
 from jouleroute.routing.base import Router, Scores
 from jouleroute.routing.baselines.embeddings import Embedder
 from jouleroute.routing.scaffold import Scaffold, learn_scaffolds, strip_queries
-from jouleroute.routing.scores import check_norm
+from jouleroute.routing.scores import DEFAULT_LAM, check_norm
 from jouleroute.routing.baselines.simple import query_ids_of
 from jouleroute.routing.baselines.train_table import TrainTable, build_train_table
 
@@ -55,7 +55,7 @@ class LearnedRouter(Router):
         embedder: Embedder,
         config=None,
         *,
-        lam: float = 0.5,
+        lam: float = DEFAULT_LAM,
         energy_norm: str = "max",
         meter: Meter | None = None,
         seed: int = 0,

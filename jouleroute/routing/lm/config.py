@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from jouleroute.routing.scores import DEFAULT_LAM
 from jouleroute.routing.target import RouterTarget
 from jouleroute.strict import StrictModel
 
@@ -19,7 +20,7 @@ class RouterConfig(StrictModel):
     """Inference with a trained router (jouleroute.routing.lm.router.LMRouter)."""
 
     batch_size: int = Field(default=16, ge=1)
-    lam: float = Field(default=0.5, ge=0)  # energy weight when route() is not given one
+    lam: float = Field(default=DEFAULT_LAM, ge=0)  # the deployed energy weight (route() given none), every family's
     # a target instead of a λ: {energy_share: 0.5} (of the best single model's energy) or {accuracy_floor: 0.8};
     # evaluate chooses the λ that meets it on val and shows how test met it (routing/target.py)
     target: RouterTarget | None = None
