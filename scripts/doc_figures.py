@@ -12,6 +12,7 @@ markers; this script rewrites what lies between them from where the figure comes
     energy-params docs/energy.md      the `energy` and `energy_policy` sections, defaults and comments, from
                                       their typed models (jouleroute/energy/config.py)
     layers        docs/architecture.md  the layer table that tests/test_architecture.py enforces
+    router-families docs/baselines.md  the family table and the `baselines` section's defaults, from the registry
     savings       README.md           the saving at the best single model's accuracy on every pool, from each
                                       pipeline's evaluate metrics (`make run`, `make study`, the study presets)
     phase-across-pools README.md      λ* per task of every pool, one figure (docs/phase-across-pools.png), from
@@ -177,6 +178,28 @@ def energy_params() -> str:
             lines.append(f"{entry:<27} # {note}" if note else entry)
         lines.append("")
     return "\n".join(lines[:-1] + ["```"])
+
+
+def router_families() -> str:
+    """The family table (jouleroute/routing/families.py) as the docs show it, and the baselines section at its
+    defaults: every family with its params sub-section, from the registry."""
+    import yaml
+
+    from jouleroute.routing.baselines.config import BaselinesConfig
+    from jouleroute.routing.families import router_families as table
+
+    rows = ["| family | kind | what it does | `baselines.<family>` (defaults) |", "|---|---|---|---|"]
+    for name, family in table().items():
+        kind = ("learned: fitted on train, swept over λ on test, a champion contender, servable" if family.learned
+                else "reference rule: routed on test beside the learned ones" if family.router.reference_rule
+                else "not learned, not deployed: evaluate's own comparison")
+        doc = (family.router.__doc__ or sys.modules[family.router.__module__].__doc__ or "").strip().splitlines()
+        section = yaml.safe_dump(family.config().model_dump(mode="json"), default_flow_style=True).strip() \
+            if family.config else "none"
+        rows.append(f"| `{name}` | {kind} | {doc[0] if doc else ''} | `{section}` |")
+    dump = yaml.safe_dump({"baselines": BaselinesConfig().model_dump(mode="json")}, sort_keys=False,
+                          default_flow_style=None, width=110)
+    return "\n".join(rows) + "\n\nThe `baselines` section at its defaults:\n\n```yaml\n" + dump + "```"
 
 
 def layers() -> str:
@@ -375,6 +398,7 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "cpu-estimate": ("docs/energy.md", cpu_estimate),
     "energy-params": ("docs/energy.md", energy_params),
     "layers": ("docs/architecture.md", layers),
+    "router-families": ("docs/baselines.md", router_families),
     "router-levers": ("docs/router-training.md", router_levers),
     "router-precision": ("docs/router-training.md", router_precision),
     "grpo-sweep": ("docs/router-training.md", grpo_sweep),

@@ -27,6 +27,7 @@ class Router(ABC):
 
     name: str = "router"
     default_lam: float = 0.0  # the λ of ``route`` when none is given
+    reference_rule: bool = False  # a fixed rule evaluate routes the test queries with (random, task_best)
 
     def __init__(self, candidates: Sequence[str]):
         if not candidates:

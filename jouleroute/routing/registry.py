@@ -18,8 +18,7 @@ from jouleroute.routing.base import Router
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.routing.baselines.embeddings import Embedder, build_embedder
 from jouleroute.routing.baselines.learned import LearnedRouter
-from jouleroute.routing.baselines.simple import AlwaysRouter, OracleRouter, RandomRouter
-from jouleroute.routing.baselines.task_best import TaskBestRouter
+from jouleroute.routing.baselines.simple import RuleSetup
 from jouleroute.routing.families import get_family, router_families
 from jouleroute.routing.scores import DEFAULT_LAM
 
@@ -93,27 +92,11 @@ def build_router(
     if family not in router_families():
         valid = ", ".join(router_families())
         raise ValueError(f"unknown router '{name}'; valid: {valid} (always as always:<candidate_id>)")
-    if family == "always":
-        if not argument:
-            raise ValueError(f"'always' needs a candidate: always:<candidate_id>, one of {list(candidates)}")
-        return AlwaysRouter(argument, candidates)
+    if not get_family(family).learned:  # a rule: its class builds it from what it reads (simple.RuleSetup)
+        return get_family(family).router.from_setup(RuleSetup(
+            argument, candidates, profile_train, seed=cfg.seed, train_split=cfg.train_split,
+            energy_column=energy.column, mix=mix, eval_profile=eval_profile))
     if argument:
         raise ValueError(f"router '{family}' takes no ':{argument}' argument")
-    if family == "random":
-        if mix is None:
-            log.info("random router without a mix: uniform over %d candidates", len(candidates))
-            mix = {c: 1.0 for c in candidates}
-        outside = sorted(set(mix) - set(candidates))
-        if outside:
-            raise ValueError(f"random mix names candidates outside the pool: {outside}")
-        return RandomRouter(mix, seed=cfg.seed)
-    if family == "task_best":
-        return TaskBestRouter(candidates).fit(profile_train, energy_column=energy.column, split=cfg.train_split)
-    if family == "oracle":
-        if eval_profile is None:
-            raise ValueError("the oracle needs eval_profile: the profile rows of the queries it will route")
-        return OracleRouter(eval_profile, candidates, energy_column=energy.column)
-    if not get_family(family).learned:
-        raise ValueError(f"router family '{family}' is registered as not learned but has no builder here")
     router = _learned(family, candidates, cfg, embedder or build_embedder(cfg.embedding), meter, energy.norm, lam)
     return router.fit(profile_train, queries_train, energy_column=energy.column, split=cfg.train_split)

@@ -23,7 +23,7 @@ from jouleroute.evaluation.overhead import cache_key, stable_overhead
 from jouleroute.evaluation.selection import read_val_rows, val_queries
 from jouleroute.routing.blend import blend_scores
 from jouleroute.routing.champion import clear_champion, save_champion
-from jouleroute.routing.families import learned_families
+from jouleroute.routing.families import get_family, learned_families
 from jouleroute.routing.registry import build_router, candidate_order, sample_train
 from jouleroute.routing.scores import Scores
 from jouleroute.routing.baselines.simple import mix_of
@@ -112,14 +112,11 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
                            "fitted or loaded): no λ is chosen for it", selection["winner"]["name"])
         if energy_report is not None:
             selection["query_energy"] = energy_report
-    if "random" in baselines.families:
-        reference = _reference_run(lm_runs, p.router.lam)
-        mix = mix_of(reference.decisions) if reference else None
-        random_router = build_router("random", profile, queries, candidates, baselines, mix=mix)
-        runs.append(RouterRun("random", "random", None, random_router.route(test_queries)))
-    if "task_best" in baselines.families:  # the fixed rule "each task to its best model on train"
-        rule = build_router("task_best", profile, queries, candidates, baselines, energy=p.energy_policy)
-        runs.append(RouterRun("task_best", "task_best", None, rule.route(test_queries)))
+    reference = _reference_run(lm_runs, p.router.lam)
+    mix = mix_of(reference.decisions) if reference else None  # the random rule's: the LM router's mix
+    for rule in [f for f in baselines.families if get_family(f).router.reference_rule]:  # random, task_best
+        router = build_router(rule, profile, queries, candidates, baselines, mix=mix, energy=p.energy_policy)
+        runs.append(RouterRun(rule, rule, None, router.route(test_queries)))
     logger.info("evaluating %d router runs on %d %s queries", len(runs), len(test_queries), split)
     result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"), run_tags=ctx.tags("evaluate"),
                           run=run, selection=selection, energy=p.energy_policy)

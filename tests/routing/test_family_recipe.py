@@ -6,7 +6,6 @@ params sub-section, which fails without it."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -33,14 +32,22 @@ def _recipe() -> tuple[str, str]:
 
 @pytest.fixture
 def prior_family(tmp_path, monkeypatch):
-    """The page's module imported from a file; the table is restored afterwards."""
-    families.router_families()  # discover the built-in families first
+    """The page's module as jouleroute/routing/baselines/prior.py, found the way the table finds every family: the
+    table's discovery (pkgutil over the package's folders) runs again with the file in a folder of the package,
+    and imports it. The table, the package's folders and sys.modules are restored afterwards."""
+    import jouleroute.routing.baselines as package
+
+    families.router_families()  # the built-in families are imported (and registered) once
     monkeypatch.setattr(families, "_TABLE", dict(families._TABLE))
-    path = tmp_path / "prior.py"
-    path.write_text(_recipe()[0])
-    spec = importlib.util.spec_from_file_location("recipe_prior", path)
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))
-    return families.get_family("prior")
+    monkeypatch.setattr(families, "_discovered", False)
+    folder = tmp_path / "baselines"
+    folder.mkdir()
+    (folder / "prior.py").write_text(_recipe()[0])
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
+    monkeypatch.delitem(sys.modules, f"{families.PACKAGE}.prior", raising=False)
+    assert "prior" not in families._TABLE
+    yield families.get_family("prior")  # reading the table discovers the new module
+    sys.modules.pop(f"{families.PACKAGE}.prior", None)
 
 
 def test_the_recipes_family_is_trained_evaluated_a_contender_and_servable(tmp_path, prior_family):

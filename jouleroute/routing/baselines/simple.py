@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -48,6 +49,25 @@ def mix_of(decisions: RoutingDecisions) -> dict[str, float]:
     return {c: n / total for c, n in sorted(counts.items())}
 
 
+@dataclass(frozen=True)
+class RuleSetup:
+    """What a family that is not learned may be built from (``registry.build_router`` passes them all; each rule
+    takes what it reads): ``argument`` is the text after ``name:`` (``always:<candidate_id>``)."""
+
+    argument: str
+    candidates: Sequence[str]
+    profile_train: pd.DataFrame
+    seed: int = 0
+    train_split: str = "train"
+    energy_column: str = "energy_j"
+    mix: Mapping[str, float] | None = None  # the random rule's (the learned router's mix)
+    eval_profile: pd.DataFrame | None = None  # the oracle's: the profile rows of the queries it routes
+
+    def no_argument(self, family: str) -> None:
+        if self.argument:
+            raise ValueError(f"router '{family}' takes no ':{self.argument}' argument")
+
+
 class AlwaysRouter(Router):
     """Sends every query to one candidate."""
 
@@ -57,6 +77,12 @@ class AlwaysRouter(Router):
             raise ValueError(f"'{candidate}' is not in the pool {self.candidates}")
         self.candidate = candidate
         self.name = f"always:{candidate}"
+
+    @classmethod
+    def from_setup(cls, setup: RuleSetup) -> "AlwaysRouter":
+        if not setup.argument:
+            raise ValueError(f"'always' needs a candidate: always:<candidate_id>, one of {list(setup.candidates)}")
+        return cls(setup.argument, setup.candidates)
 
     def score(self, queries: pd.DataFrame) -> Scores:
         ids = query_ids_of(queries)
@@ -73,6 +99,20 @@ class RandomRouter(Router):
     """
 
     name = "random"
+    reference_rule = True  # evaluate routes the test queries with it, beside the learned routers
+
+    @classmethod
+    def from_setup(cls, setup: RuleSetup) -> "RandomRouter":
+        """At ``setup.mix`` (the learned router's); without one, uniform over the pool."""
+        setup.no_argument(cls.name)
+        mix = setup.mix
+        if mix is None:
+            log.info("random router without a mix: uniform over %d candidates", len(setup.candidates))
+            mix = {c: 1.0 for c in setup.candidates}
+        outside = sorted(set(mix) - set(setup.candidates))
+        if outside:
+            raise ValueError(f"random mix names candidates outside the pool: {outside}")
+        return cls(mix, seed=setup.seed)
 
     def __init__(self, mix: Mapping[str, float], seed: int = 0):
         shares = {c: float(s) for c, s in mix.items()}
@@ -112,6 +152,13 @@ class OracleRouter(Router):
 
     name = "oracle"
 
+    @classmethod
+    def from_setup(cls, setup: RuleSetup) -> "OracleRouter":
+        setup.no_argument(cls.name)
+        if setup.eval_profile is None:
+            raise ValueError("the oracle needs eval_profile: the profile rows of the queries it will route")
+        return cls(setup.eval_profile, setup.candidates, energy_column=setup.energy_column)
+
     def __init__(
         self,
         profile: pd.DataFrame,
@@ -150,8 +197,9 @@ class OracleRouter(Router):
         return fixed_scores(ids, self.candidates, [self.choice[q] for q in ids])
 
 
-# not learned: evaluate builds them itself (always per candidate, random at the LM router's mix, the oracle
-# on the test profile); no params sub-section
+# not learned, no params sub-section: built by their from_setup (registry.build_router); evaluate scores
+# "always" per candidate as the single models and the oracle on the test profile, and routes the test queries with
+# each reference_rule family in baselines.families (random, at the LM router's mix)
 register_family("always", AlwaysRouter, learned=False, rank=0)
 register_family("random", RandomRouter, learned=False, rank=1)
 register_family("oracle", OracleRouter, learned=False, rank=2)

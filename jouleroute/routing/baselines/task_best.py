@@ -14,17 +14,24 @@ from typing import Sequence
 import pandas as pd
 
 from jouleroute.routing.base import Router, Scores
-from jouleroute.routing.baselines.simple import fixed_scores, query_ids_of
+from jouleroute.routing.baselines.simple import RuleSetup, fixed_scores, query_ids_of
 from jouleroute.routing.families import register_family
 
 
 class TaskBestRouter(Router):
+    reference_rule = True  # evaluate routes the test queries with it, beside the learned routers
     name = "task_best"
 
     def __init__(self, candidates: Sequence[str]):
         super().__init__(candidates)
         self.by_task: dict[str, str] = {}
         self.overall: str | None = None
+
+    @classmethod
+    def from_setup(cls, setup: RuleSetup) -> "TaskBestRouter":
+        setup.no_argument(cls.name)
+        return cls(setup.candidates).fit(setup.profile_train, energy_column=setup.energy_column,
+                                         split=setup.train_split)
 
     def fit(self, profile: pd.DataFrame, energy_column: str = "energy_j", split: str = "train") -> "TaskBestRouter":
         need = {"query_id", "candidate_id", "task", "split", "correct", energy_column}
