@@ -20,29 +20,35 @@ from jouleroute.evaluation import RouterRun
 from jouleroute.evaluation.outcomes import build_matrix
 from jouleroute.evaluation.run import evaluate_outcomes
 from jouleroute.routing.families import learned_families
-from jouleroute.routing.registry import build_router
+from jouleroute.routing.registry import build_router, candidate_order, sample_train
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--params", default="studies/replay/params.yaml")
-    args = parser.parse_args()
-    params = load_params(ROOT / args.params)
+    parser.add_argument("--params", default="studies/replay/params.yaml", help="relative to --root")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the repository the params' paths are under")
+    parser.add_argument("--out", type=Path, default=None, help="the page to write (default docs/scaffold-ablation.md)")
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    params = load_params(root / args.params)
     paths = params.paths
-    profile = pd.read_parquet(ROOT / paths.profile)
-    queries = pd.read_parquet(ROOT / paths.queries)
-    candidates = sorted(profile["candidate_id"].unique())
+    profile = pd.read_parquet(root / paths.profile)
+    queries = pd.read_parquet(root / paths.queries)
+    candidates = candidate_order(profile, params.candidate_ids, params.profile_source)  # as evaluate orders them
+    train_profile = sample_train(profile, params.baselines)  # evaluate's train sample (baselines.max_train_queries)
     test = queries[queries["split"] == params.evaluate.split].sort_values("query_id").reset_index(drop=True)
     lambdas = list(params.evaluate.lambdas)
     runs = []
     for strip in (True, False):
         cfg = params.baselines.model_copy(update={
             "strip_scaffold": strip,
-            "embedding": params.baselines.embedding.model_copy(update={"cache_dir": str(ROOT / paths.embedding_cache)})})
+            "embedding": params.baselines.embedding.model_copy(update={"cache_dir": str(root / paths.embedding_cache)}),
+        })
         for family in learned_families():
-            router = build_router(family, profile, queries, candidates, cfg, energy=params.energy_policy)
+            router = build_router(family, train_profile, queries, candidates, cfg, energy=params.energy_policy,
+                                  lam=params.router.lam)
             scored = router.score(test)
             name = family if strip else f"{family}-raw"
             runs += [RouterRun(f"{name}@{lam:g}", name, lam, scored.decide(lam)) for lam in lambdas]
@@ -60,10 +66,10 @@ def main() -> None:
              "| router | energy-AIQ, stripped | energy-AIQ, raw prompt |", "|---|---:|---:|"]
     for family in learned_families():
         lines.append(f"| {family} | {aiq[family]:.3f} | {aiq[family + '-raw']:.3f} |")
-    out = ROOT / "docs" / "scaffold-ablation.md"
+    out = args.out or ROOT / "docs" / "scaffold-ablation.md"
     out.write_text("\n".join(lines) + "\n")
-    (ROOT / paths.evaluate_dir).mkdir(parents=True, exist_ok=True)
-    (ROOT / paths.evaluate_dir / "scaffold_ablation.json").write_text(json.dumps(aiq, indent=2, sort_keys=True))
+    (root / paths.evaluate_dir).mkdir(parents=True, exist_ok=True)
+    (root / paths.evaluate_dir / "scaffold_ablation.json").write_text(json.dumps(aiq, indent=2, sort_keys=True))
     print(f"wrote {out}")
 
 

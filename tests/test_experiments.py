@@ -64,3 +64,25 @@ def test_router_levers_uses_the_library_s_per_query_utility_and_paired_interval(
     assert got["verdict"] == ("tie" if got["ci_low"] <= 0 <= got["ci_high"] else "better")
     steady = router_levers.paired_mean_ci(np.full(40, -0.02))
     assert steady["verdict"] == "worse" and steady["ci_low"] == pytest.approx(-0.02)
+
+
+def _experiment(name: str):
+    sys.path.insert(0, str(REPO / "experiments"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(REPO / "experiments"))
+
+
+def test_the_scaffold_ablation_runs_on_a_small_profile_with_evaluate_s_sample_and_order(tmp_path):
+    """A run end to end on a tiny replay-like profile (hashing embedder): a row per learned family, both AIQs."""
+    from jouleroute.routing.families import learned_families
+    from tests.evaluation.test_selection import _data, _stage_repo
+
+    ctx = _stage_repo(tmp_path, *_data())
+    page = tmp_path / "ablation.md"
+    _experiment("scaffold_ablation").main(["--root", str(tmp_path), "--params", "params.yaml", "--out", str(page)])
+    rows = [line for line in page.read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [row.split(" | ")[0].strip("| ") for row in rows] == list(learned_families())
+    aiq = json.loads((ctx.path("evaluate_dir") / "scaffold_ablation.json").read_text())
+    assert set(aiq) == {f"{f}{suffix}" for f in ("knn", "mlp", "mf") for suffix in ("", "-raw")}
