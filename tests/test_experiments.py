@@ -36,6 +36,14 @@ def _budget(folder: Path, k: int, steps: int, joules: float, ci: list[float], ut
     return folder
 
 
+def _experiment(name: str):
+    sys.path.insert(0, str(REPO / "experiments"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(REPO / "experiments"))
+
+
 def test_the_grpo_sweep_picks_the_fewest_joules_among_the_settings_that_tie_on_val(tmp_path):
     dirs = [_budget(tmp_path / "a", 2, 200, 57.0, [-0.02, 0.01], 0.60),
             _budget(tmp_path / "b", 2, 100, 54.0, [-0.02, 0.01], 0.59),
@@ -51,12 +59,9 @@ def test_the_grpo_sweep_picks_the_fewest_joules_among_the_settings_that_tie_on_v
 
 
 def test_router_levers_uses_the_library_s_per_query_utility_and_paired_interval():
-    sys.path.insert(0, str(REPO / "experiments"))
-    try:
-        import router_levers
-    finally:
-        sys.path.remove(str(REPO / "experiments"))
     from jouleroute import stats
+
+    router_levers = _experiment("router_levers")
 
     diff = np.random.default_rng(0).normal(0.01, 0.05, 80)
     got = router_levers.paired_mean_ci(diff)
@@ -64,14 +69,6 @@ def test_router_levers_uses_the_library_s_per_query_utility_and_paired_interval(
     assert got["verdict"] == ("tie" if got["ci_low"] <= 0 <= got["ci_high"] else "better")
     steady = router_levers.paired_mean_ci(np.full(40, -0.02))
     assert steady["verdict"] == "worse" and steady["ci_low"] == pytest.approx(-0.02)
-
-
-def _experiment(name: str):
-    sys.path.insert(0, str(REPO / "experiments"))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(str(REPO / "experiments"))
 
 
 def test_the_scaffold_ablation_runs_on_a_small_profile_with_evaluate_s_sample_and_order(tmp_path):
