@@ -27,6 +27,9 @@ class PathsConfig(StrictModel):
     queries: str = artifact("prepare", "queries.parquet")
     models_dir: str = artifact("models")
     shards_dir: str = artifact("tournament", "shards")
+    # pairs that grpo's and budget's live rollouts answered (grpo.reward_source: live): a cache, declared by no
+    # stage; the tournament reads it (never writes it), deleting it only means those pairs are run again
+    live_pairs_dir: str = artifact("cache", "live_pairs")
     profile: str = artifact("tournament", "profile.parquet")
     profile_meta: str = artifact("tournament", "run.json")
     tournament_summary: str = artifact("tournament", "summary.json")

@@ -42,8 +42,12 @@ def per_query_utility(scores: Scores, matrix: ProfileMatrix, lambdas: Sequence[f
     correct = matrix.correct[np.ix_(rows, cols)].astype(float)
     cost = normalize_energy(matrix.energy_j[np.ix_(rows, cols)], energy_norm)
     picked = np.arange(len(rows))
-    return query_means((scores.query_ids, [float(u) for u in utility(correct[picked, chosen], cost[picked, chosen], lam)])
-                       for lam in lambdas for chosen in [scores.choices(lam)])
+
+    def at(lam: float) -> list[float]:
+        chosen = scores.choices(lam)
+        return [float(u) for u in utility(correct[picked, chosen], cost[picked, chosen], lam)]
+
+    return query_means((scores.query_ids, at(lam)) for lam in lambdas)
 
 
 def mean_utility(scores: Scores, matrix: ProfileMatrix, lambdas: Sequence[float], energy_norm: str) -> float:

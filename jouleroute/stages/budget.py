@@ -2,7 +2,8 @@
 
 (a) SFT on a full tournament of fractions of each task's train queries (1.0: the pipeline's own SFT checkpoint
 when it fitted every train query); (b) that SFT, then GRPO with partial feedback on the rest, from the params'
-grpo.reward_source (`live` runs the sampled pairs the tournament's shard store lacks, anything else replays
+grpo.reward_source (`live` runs the sampled pairs neither the tournament's shard store nor the live-pair cache
+holds, anything else replays
 the profile). Writes budget.json and budget.png to paths.budget_dir; the reports show them.
 """
 
@@ -41,7 +42,7 @@ def budget_stage(ctx: StageContext) -> dict:
                           test=test, out_dir=out_dir, cache_dir=ctx.path("trunk_cache"),
                           prior_strength=ctx.params.router_data.prior_strength)
     live, completed = None, None
-    if ctx.params.grpo.reward_source == "live":  # rollouts run on the tournament's backend, into its shard store
+    if ctx.params.grpo.reward_source == "live":  # rollouts run on the tournament's backend, into the live-pair cache
         from jouleroute.stages.inputs import tournament_inputs
         from jouleroute.tournament.live import LiveOutcomes
 
@@ -59,7 +60,8 @@ def budget_stage(ctx: StageContext) -> dict:
 
 def complete_train_tournament(ctx: StageContext, live, column: str, out: Path) -> tuple[Path, dict]:
     """Every pair of the train queries the tournament left to GRPO (router_data's unprofiled.jsonl), read from
-    the shard store or run now and stored there (never twice: GRPO's rollouts are reused), then router_data
+    the tournament's shard store or the live-pair cache, or run now into the cache (never twice: GRPO's
+    rollouts are reused), then router_data
     again on the completed profile into ``out``: the data of the curve's (a) points. Their joules are the
     curve's, billed in budget.json, not the deployed router's."""
     from jouleroute.training.router_data import UNPROFILED, run_router_data

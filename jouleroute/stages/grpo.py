@@ -41,7 +41,7 @@ def _train_and_check(ctx: StageContext, run) -> dict:
     from jouleroute.training.grpo import run_grpo
 
     live = None
-    if ctx.params.grpo.reward_source == "live":  # rollouts run on the tournament's backend, into its shard store
+    if ctx.params.grpo.reward_source == "live":  # rollouts run on the tournament's backend, into the live-pair cache
         from jouleroute.tournament.live import LiveOutcomes
 
         live = partial(LiveOutcomes, tournament_inputs(ctx))

@@ -1,5 +1,5 @@
 """The tournament's inputs, built from the params: the tournament runs on them, and grpo's and budget's live
-rollouts answer through the same backend and shard store. Here, so that no stage module imports another; what
+rollouts answer through the same backend (reading its shard store, writing the live-pair cache). Here, so that no stage module imports another; what
 the router stages share is in stages/training.py, which the tournament never reads."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ def tournament_inputs(ctx: StageContext) -> TournamentInputs:
         queries=pd.read_parquet(ctx.path("queries")), pool=p.pool, models=p.models, backend=p.backend,
         energy=p.energy, config=p.tournament, models_dir=ctx.path("models_dir"), shards_dir=ctx.path("shards_dir"),
         profile_path=ctx.path("profile"), data_dir=ctx.path("data_dir"), modelled=modelled_rates(ctx),
+        live_pairs_dir=ctx.path("live_pairs_dir"),
     )
 
 

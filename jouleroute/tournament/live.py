@@ -4,15 +4,18 @@
 ``reveal_all``, ``restore``, ``reads``, ``revealed``, ``revealed_joules``), so ``ReplayRewards`` turns its
 outcomes into the same rewards. Where an outcome comes from:
 
-* a pair already in the tournament's shard store (``paths.shards_dir``, the same config hash) is read
-  from it and not run again;
+* a pair in the tournament's shard store (``paths.shards_dir``, the same config hash) is read from it,
+  read-only: this never writes, clears or moves anything there (data flows forward);
+* a pair in the live-pair cache (``paths.live_pairs_dir``: what earlier live rollouts of grpo or budget
+  answered under the same config) is read from it;
 * any other pair is run by ``tournament.run.run_job``, the tournament's own code path: its request
-  builder, backend, grader, meter, row schema and ``energy_source`` labels. Its shard is written as soon
-  as the batch is answered, in the candidate version's folder, so a killed GRPO run, a rerun or a later
-  tournament with the same config finds it there and never runs the pair again.
+  builder, backend, grader, meter, row schema and ``energy_source`` labels. Its shard is written into the
+  live-pair cache as soon as the batch is answered, so a killed GRPO run, a rerun, the budget curve or a
+  later tournament with the same config (which reads the cache, ``plan_tournament``) never runs it again.
 
-Each model is loaded once per GRPO run: the tournament's per-process cache holds every model of the pool
-at once here (rollouts pick candidates at random, one held model would reload on every switch).
+The cache is a cache: no stage declares it, deleting it only means its pairs are answered (and metered)
+again. Each model is loaded once per GRPO run: the tournament's per-process cache holds every model of the
+pool at once here (rollouts pick candidates at random, one held model would reload on every switch).
 """
 
 from __future__ import annotations
@@ -21,13 +24,14 @@ import logging
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
 import torch
 
 from jouleroute.provenance import seeded
-from jouleroute.schema import PairOutcome as Outcome
+from jouleroute.schema import PROFILE_SCHEMA, PairOutcome as Outcome
 from jouleroute.tournament.loading import PROCESS_MODELS
 from jouleroute.tournament.run import ShardJob, TournamentInputs, candidate_key, config_hash, run_job
 from jouleroute.tournament.shards import ShardStore
@@ -36,7 +40,8 @@ log = logging.getLogger(__name__)
 
 
 class LiveOutcomes:
-    """Outcomes of (query, candidate) pairs from the shard store, or run now and stored; every read counted."""
+    """Outcomes of (query, candidate) pairs from the tournament's store or the live-pair cache, or run now into the
+    cache; every read counted."""
 
     def __init__(self, inputs: TournamentInputs, energy_column: str, query_ids: Iterable[str],
                  run_id: str | None = None):
@@ -44,6 +49,7 @@ class LiveOutcomes:
         the column rewards read (router_data's ``stats.json``)."""
         held = max(inputs.config.models_per_worker, len({c.model for c in inputs.pool}))
         self.inputs = replace(inputs, config=inputs.config.model_copy(update={"models_per_worker": held}))
+        self.tournament_dir = inputs.shards_dir
         self.energy_column = energy_column
         self.run_id = run_id or f"grpo-{uuid.uuid4().hex[:8]}"
         self.candidates = {c.candidate_id: c for c in inputs.pool}
@@ -53,19 +59,33 @@ class LiveOutcomes:
         if missing:
             raise ValueError(f"{len(missing)} GRPO train queries are not in the tournament's query table "
                              f"(paths.queries), e.g. query_id={missing[0]}: rerun router_data on this query table")
-        self.store = ShardStore(inputs.shards_dir)
-        self.store.open(config_hash(inputs))  # a store of another backend or meter is cleared, as the tournament does
-        self.store.scan(list(self.keys.values()))  # quarantines a corrupt shard: its pairs are run again
+        if inputs.live_pairs_dir is None:
+            raise ValueError("live rollouts need a cache for the pairs they answer: paths.live_pairs_dir")
+        self.inputs = replace(self.inputs, shards_dir=Path(inputs.live_pairs_dir))  # run_job writes here
+        keys, digest = list(self.keys.values()), config_hash(inputs)
         self.__stored: dict[tuple[str, str], tuple[Outcome, str]] = {}
-        self._load(self.store.read_all(list(self.keys.values())), str(inputs.shards_dir))
+        profiled = [rows.to_pandas() for _shard, rows in ShardStore(inputs.shards_dir).read_valid(keys, digest)]
+        self.tournament_rows = (pd.concat(profiled, ignore_index=True) if profiled
+                               else PROFILE_SCHEMA.empty_table().to_pandas())
+        self._load(self.tournament_rows, str(inputs.shards_dir))
+        self.store = ShardStore(inputs.live_pairs_dir)
+        self.store.open(digest)  # the cache's own pairs of another backend or meter are cleared
+        self.store.scan(keys)  # quarantines a corrupt cached shard: its pairs are run again
+        self._load(self.store.read_all(keys), str(inputs.live_pairs_dir), known=set(self.__stored))
         self.reads: Counter[tuple[str, str]] = Counter()
-        self.executed: set[tuple[str, str]] = set()  # pairs this run answered (the rest came from the store)
+        self.executed: set[tuple[str, str]] = set()  # pairs this run answered (the rest came from the stores)
 
-    def _load(self, rows: pd.DataFrame, source: str) -> None:
+    def _load(self, rows: pd.DataFrame, source: str, known: set[tuple[str, str]] = frozenset()) -> None:
+        """Index one store's rows; ``known``: pairs of the tournament's store, which win over a cached copy
+        (the tournament adopts cached pairs, so both may hold one)."""
+        if rows.empty:
+            return
         if self.energy_column not in rows.columns:
             raise ValueError(f"{source}: shard rows lack field '{self.energy_column}' (params energy_policy.column)")
         for number, row in enumerate(rows.itertuples(index=False), start=1):
             pair = (str(row.query_id), str(row.candidate_id))
+            if pair in known:
+                continue
             if pair in self.__stored:
                 raise ValueError(f"{source}: row {number}: pair query_id={pair[0]}, candidate_id={pair[1]} is "
                                  "stored twice")
@@ -109,12 +129,15 @@ class LiveOutcomes:
         log.info("live: %s answered %d quer%s -> %s", cid, len(batch), "y" if len(batch) == 1 else "ies", path)
 
     def restore(self, reads: Sequence[Sequence[Any]]) -> None:
-        """Counts saved with a checkpoint: every pair read before it is in the store (written before its read)."""
-        for qid, cid, count in reads:
-            if (str(qid), str(cid)) not in self.__stored:
-                raise ValueError(f"saved reveal names a pair the shard store lacks: query_id={qid}, candidate={cid} "
-                                 f"(was {self.inputs.shards_dir} cleared?)")
-            self.reads[(str(qid), str(cid))] = int(count)
+        """Counts saved with a checkpoint. A pair read before it that neither store holds any more (the cache
+        was deleted) is answered again, with a warning: the resumed run goes on from the same reads."""
+        counts = {(str(qid), str(cid)): int(count) for qid, cid, count in reads}
+        lost = [pair for pair in counts if pair not in self.__stored]
+        if lost:
+            log.warning("live: %d pair(s) read before the checkpoint are in neither %s nor %s; answering them "
+                        "again", len(lost), self.tournament_dir, self.inputs.shards_dir)
+            self.reveal_all(lost)
+        self.reads = Counter(counts)
 
     @property
     def revealed(self) -> set[tuple[str, str]]:
@@ -132,8 +155,10 @@ class LiveOutcomes:
         return dict(by_source)
 
     def stored_rows(self, pairs: Sequence[tuple[str, str]]) -> pd.DataFrame:
-        """The shard store's rows of ``pairs`` (the profile's schema): what a tournament of them writes."""
-        rows = self.store.read_all(list(self.keys.values()))
+        """The stored rows of ``pairs`` (the profile's schema; the tournament's copy of a pair first): what a
+        tournament of them writes."""
+        rows = pd.concat([self.tournament_rows, self.store.read_all(list(self.keys.values()))], ignore_index=True)
+        rows = rows.drop_duplicates(["query_id", "candidate_id"], keep="first")
         wanted = {(str(q), str(c)) for q, c in pairs}
         keep = [(str(q), str(c)) in wanted for q, c in zip(rows["query_id"], rows["candidate_id"])]
         return rows[keep].reset_index(drop=True)

@@ -55,6 +55,8 @@ class TournamentInputs:
     data_dir: Path  # benchmark files, for few-shot exemplars
     # served candidates (backend.kind openai): modelled per-token joules, used without (or after losing) an exporter
     modelled: dict[str, ModelledRate] = field(default_factory=dict)
+    # pairs GRPO's and budget's live rollouts answered (tournament.live): a cache the tournament only reads
+    live_pairs_dir: Path | None = None
 
     def is_served(self, candidate: CandidateSpec) -> bool:
         """Metered on its GPU node (or modelled), never by this process: an openai candidate with `energy`."""
@@ -142,6 +144,7 @@ def plan_tournament(inp: TournamentInputs, run_id: str, batches_per_job: int | N
     keys = {c.candidate_id: candidate_key(c, inp.models[c.model]) for c in inp.pool}
     store.prune(list(keys.values()))
     done = store.done_pairs(list(keys.values()))
+    adopted = adopt_live_pairs(inp, store, keys, set(queries["query_id"]), done)
     jobs = []
     model_order = {m: i for i, m in enumerate(dict.fromkeys(c.model for c in inp.pool))}
     for candidate in sorted(inp.pool, key=lambda c: model_order[c.model]):  # stable: pool order within a model
@@ -151,13 +154,31 @@ def plan_tournament(inp: TournamentInputs, run_id: str, batches_per_job: int | N
         lane = server_of(candidate, inp.backend.base_url) if inp.is_served(candidate) else ""
         jobs += [ShardJob(candidate.candidate_id, keys[candidate.candidate_id], tuple(batches[i:i + step]), lane)
                  for i in range(0, len(batches), step)]
-    logger.info("tournament: %d queries x %d candidates, %d pairs already done, %d job(s) to run",
-                len(queries), len(inp.pool), len(done), len(jobs))
+    logger.info("tournament: %d queries x %d candidates, %d pairs already done (%d of them from the live-pair "
+                "cache), %d job(s) to run", len(queries), len(inp.pool), len(done), adopted, len(jobs))
     if jobs:
         state.setdefault("runs", []).append({"run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                              "jobs": len(jobs)})
         store.save_state(state)
     return TournamentPlan(queries, keys, jobs, len(done), store, state)
+
+
+def adopt_live_pairs(inp: TournamentInputs, store: ShardStore, keys: dict[str, str], query_ids: set[str],
+                     done: set[tuple[str, str]]) -> int:
+    """Copy into the shard store the pairs this tournament would run that live rollouts already answered under
+    the same config (``paths.live_pairs_dir``, read only): they are not run, nor metered, again. Each copied
+    shard's metadata names where it came from. Returns the pairs adopted (``done`` grows by them)."""
+    if inp.live_pairs_dir is None:
+        return 0
+    adopted = 0
+    for shard, rows in ShardStore(inp.live_pairs_dir).read_valid(list(keys.values()), store.config_hash):
+        fresh = [r for r in rows.to_pylist()
+                 if r["query_id"] in query_ids and (r["query_id"], r["candidate_id"]) not in done]
+        if fresh:
+            store.write(shard.path.parent.name, fresh, {**shard.meta, "adopted_from": str(shard.path)})
+            done.update((r["query_id"], r["candidate_id"]) for r in fresh)
+            adopted += len(fresh)
+    return adopted
 
 
 def run_tournament(inp: TournamentInputs, run_id: str, progress: ProgressFactory | None = None,

@@ -158,6 +158,30 @@ class ShardStore:
         atomic_write_table(table, path)
         return path
 
+    def read_valid(self, candidate_keys: list[str], config_hash: str) -> list[tuple[Shard, pa.Table]]:
+        """Read-only: the shards computed under ``config_hash`` and their rows, for a reader that does not own
+        this store (GRPO's live rollouts read the tournament's; the tournament reads the live-pair cache).
+        Nothing is cleared or moved: a shard that fails a check is skipped with a warning."""
+        state_path = self.root / _STATE_FILE
+        try:
+            vouched = json.loads(state_path.read_text()).get("config_hash") == config_hash
+        except (OSError, ValueError, AttributeError):
+            vouched = False
+        checker = ShardStore(self.root)
+        checker.config_hash = config_hash
+        found = []
+        for path in self.shard_files(candidate_keys) if self.root.is_dir() else []:
+            try:
+                shard = _read_shard(path)
+                problem = checker._problem(shard, vouched)
+            except (OSError, pa.ArrowException, ValueError) as error:
+                problem = f"unreadable: {type(error).__name__}: {error}"
+            if problem:
+                logger.warning("%s: skipped (%s)", path, problem)
+                continue
+            found.append((shard, pq.read_table(path, schema=PROFILE_SCHEMA)))
+        return found
+
     def read_all(self, candidate_keys: list[str]) -> pd.DataFrame:
         files = self.shard_files(candidate_keys)
         if not files:

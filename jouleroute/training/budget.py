@@ -286,7 +286,7 @@ def budget_lines(result: dict, png: str) -> list[str]:
         lines += ["", f"The tournament profiled only SFT's share of the train queries (`grpo.reward_source: live`); "
                       f"for (a) at f = 1 this stage completed it: {done['pairs']} pairs of {done['queries']} queries, "
                       f"{done['executed_pairs']} run now ({done['executed_j'] / 1000:.3g} kJ, billed to the curve, "
-                      "not to the deployed router), the rest read from the shard store where GRPO's rollouts left them."]
+                      "not to the deployed router), the rest read from the live-pair cache where GRPO's rollouts left them."]
     sources = sorted({s for p in result["points"] for s in p.get("by_source", {})})
     lines += ["", f"Energy sources of the profiling joules: {', '.join(f'`{s}`' for s in sources) or 'none'}.",
               "", f"![Budget curve]({png})"]

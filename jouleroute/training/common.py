@@ -32,14 +32,15 @@ def resume_point(out_dir: Path, cfg: Any, inputs: list[Path]) -> str | None:
     """The newest ``checkpoint-N`` under ``out_dir/checkpoints`` to resume a killed run, if any.
 
     Checkpoints are only reused by the same training: the config (minus logging and saving
-    knobs) and the input files are fingerprinted into ``checkpoints/run_key.json``. A DVC
-    ``persist`` out keeps old checkpoints across param changes; without this check a rerun
-    with, say, a new λ grid would "resume" a finished run and return the old model.
+    knobs), the input files and the training code (``training_code_fingerprint``) are
+    fingerprinted into ``checkpoints/run_key.json``. A DVC ``persist`` out keeps old checkpoints
+    across param and code changes; without this check a rerun with, say, a new λ grid or a fixed
+    trainer would "resume" a finished run and return the old model.
     """
     folder = Path(out_dir) / CHECKPOINTS
     config = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in _NOT_TRAINING}
-    key = hashlib.sha256(json.dumps({"config": config, "inputs": [file_sha256(Path(p)) for p in inputs]},
-                                    sort_keys=True).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps({"config": config, "inputs": [file_sha256(Path(p)) for p in inputs],
+                                     "code": training_code_fingerprint()}, sort_keys=True).encode()).hexdigest()
     marker = folder / "run_key.json"
     if folder.is_dir():
         previous = json.loads(marker.read_text()).get("key") if marker.is_file() else None
@@ -49,6 +50,17 @@ def resume_point(out_dir: Path, cfg: Any, inputs: list[Path]) -> str | None:
     folder.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps({"key": key, "config": config}, indent=2, sort_keys=True))
     return get_last_checkpoint(str(folder))
+
+
+def training_code_fingerprint() -> str:
+    """A hash of the code that decides what is trained: this package (training/), the LM router (routing/lm/)
+    and the device helpers. A checkpoint of other code is not resumed."""
+    import jouleroute
+
+    root = Path(jouleroute.__file__).parent
+    files = sorted([*(root / "training").glob("*.py"), *(root / "routing" / "lm").glob("*.py"), root / "torch_env.py"])
+    return hashlib.sha256(b"".join(f.relative_to(root).as_posix().encode() + file_sha256(f).encode()
+                                   for f in files)).hexdigest()
 
 
 def trainer_kwargs(cfg: Any, out_dir: Path, device: str, run_name: str) -> dict[str, Any]:

@@ -121,8 +121,8 @@ class GrpoConfig(_TrainParams):
     # where a reward comes from (issue 19). profile: a lookup in the full profile of every train query;
     # replay: GRPO trains on the train queries SFT did not profile (sft.full_profile_fraction < 1) and
     # reads the outcome of each sampled candidate only (training.partial_feedback); live: as replay, but
-    # a sampled pair not in the tournament's shard store is answered, graded and metered now by the
-    # tournament's backend and written to that store (tournament.live)
+    # a sampled pair in neither the tournament's shard store nor the live-pair cache is answered, graded and
+    # metered now by the tournament's backend and written to that cache (tournament.live)
     reward_source: Literal["profile", "replay", "live"] = "profile"
     # replay and live: how many λ of the grid (seeded) each query is rolled out at. A pair revealed at one λ is
     # known at all (its outcome and joules do not depend on λ), but every extra λ samples more pairs

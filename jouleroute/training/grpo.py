@@ -12,7 +12,8 @@ model by default (``beta = 0``). Besides TRL's logs (loss, reward, each
 ``grpo.reward_source`` says where a reward comes from: ``profile`` (default) looks the choice up in
 the full profile; ``replay`` learns from partial feedback on the train queries SFT did not profile,
 reading only the sampled pairs (``training.partial_feedback``); ``live`` does the same with outcomes
-from the tournament's shard store, running and storing the sampled pairs it lacks (``tournament.live``).
+from the tournament's shard store or the live-pair cache, running into the cache the sampled pairs both
+lack (``tournament.live``).
 Either way the metrics carry ``profiling``: the joules spent to obtain the training outcomes,
 labelled by energy source.
 """
@@ -90,7 +91,7 @@ def run_grpo(cfg: GrpoConfig, data_dir: Path, sft_dir: Path, out_dir: Path, run:
     λ for ``replay_lambdas_per_query`` seeded λ of the grid, reading only the sampled candidates'
     outcomes. ``reward_source: live`` does the same with ``live(energy_column=, query_ids=)``, the outcome source
     the caller opens (the stage: ``tournament.live.LiveOutcomes``): a sampled pair is read from the tournament's
-    shard store, or answered now and stored there. ``prior_strength``: router_data's (default:
+    shard store or the live-pair cache, or answered now and stored in the cache. ``prior_strength``: router_data's (default:
     its default)."""
     seed_everything(cfg.seed)
     set_threads(cfg.threads)

@@ -14,8 +14,8 @@ on the other train queries, where it only sees the outcome of the candidates it 
   every distinct pair GRPO revealed, in joules, under the profile's energy-source label.
 
 ``grpo.reward_source: live`` swaps the table for ``tournament.live.LiveOutcomes`` (``Outcomes``): a
-sampled pair is read from the tournament's shard store, or run through the tournament's backend
-and stored, and the rewards are the same ``ReplayRewards``.
+sampled pair is read from the tournament's shard store or the live-pair cache, or run through the
+tournament's backend into the cache, and the rewards are the same ``ReplayRewards``.
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ def profiling_joules(energy_source: str, energy_column: str, reward_source: str,
 
     ``tournament_rows``: the queries whose every pair was run for training (SFT's profiled set, and
     with ``reward_source: profile`` every query GRPO read the full profile of). Revealed pairs carry
-    the profile's label (replay) or their own rows' (live: read from the shard store or run by GRPO).
+    the profile's label (replay) or their own rows' (live: read from the stores or run by GRPO).
     """
     pairs, joules = pairs_joules(tournament_rows)
     revealed = outcomes.revealed_joules() if outcomes is not None else 0.0

@@ -2,9 +2,10 @@
 
 A tiny repository's prepared queries and its pool of three tiny-model candidates (the tournament's backend,
 the estimate meter); router datasets from a made-up profile of that pool, SFT on about a third of the train queries.
-GRPO rolls out k=2 of the 3 candidates on the others: each sampled pair not in the tournament's shard
-store is answered, graded and metered there by the tournament's own ``run_job`` and stored. What a row
-came from is read off its ``run_id`` (each live run has its own): an executed pair is a row of that run.
+GRPO rolls out k=2 of the 3 candidates on the others: each sampled pair in neither the tournament's shard
+store nor the live-pair cache is answered, graded and metered by the tournament's own ``run_job`` and stored
+in the cache (the tournament's store is only read). What a row came from is read off its ``run_id`` (each
+live run has its own): an executed pair is a row of that run.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -40,9 +42,14 @@ def live_cfg(**changes) -> GrpoConfig:
     return GrpoConfig(**{**base, **changes})
 
 
-def stored_rows(inputs) -> pd.DataFrame:
+def stored_rows(inputs, where: str = "live_pairs_dir") -> pd.DataFrame:
+    """The rows of the live-pair cache (or, ``where="shards_dir"``, of the tournament's shard store)."""
     keys = [candidate_key(c, inputs.models[c.model]) for c in inputs.pool]
-    return ShardStore(inputs.shards_dir).read_all(keys)
+    return ShardStore(getattr(inputs, where)).read_all(keys)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
 
 
 def tournament_inputs(root: Path):
@@ -84,7 +91,8 @@ def work(tmp_path_factory, tiny_model_dir) -> Path:
     cfg = SftConfig(max_steps=1, batch_size=4, learning_rate=1e-2, save_steps=50, full_profile_fraction=0.3,
                     threads=1)
     run_sft(cfg, root / "data", tiny_model_dir, root / "sft")
-    shutil.rmtree(ctx.path("shards_dir"), ignore_errors=True)  # the store starts empty
+    shutil.rmtree(ctx.path("shards_dir"), ignore_errors=True)  # the stores start empty
+    shutil.rmtree(ctx.path("live_pairs_dir"), ignore_errors=True)
     return root
 
 
@@ -112,7 +120,8 @@ def test_live_rollouts_are_stored_once_and_a_rerun_executes_none(two_runs, work)
     assert after_first["run_id"].nunique() == 1 and after_first["energy_source"].eq("estimated").all()
     inputs = tournament_inputs(work)
     model_of = {c.candidate_id: c.model for c in inputs.pool}
-    loads = [r["model"] for path in ShardStore(inputs.shards_dir).shard_files()
+    assert not inputs.shards_dir.exists()  # live rollouts never write the tournament's store
+    loads = [r["model"] for path in ShardStore(inputs.live_pairs_dir).shard_files()
              for r in read_shard_meta(path).get("model_loads", []) if r["phase"] == "load"]
     # both models answered, each loaded once, though rollouts switch candidates from batch to batch
     assert sorted(loads) == sorted({model_of[c] for _q, c in executed}) == ["tiny", "tiny2"]
@@ -139,14 +148,40 @@ def test_profiling_joules_are_the_profiled_and_revealed_pairs(two_runs, work):
     assert bill["reward_source"] == "live" and bill["energy_column"] == "energy_j"
 
 
-def test_a_later_tournament_reuses_the_pairs_grpo_ran(two_runs, work):
+def test_a_later_tournament_reuses_the_pairs_grpo_ran(two_runs, work, tmp_path):
     _first, _second, after_first, _ = two_runs
     inputs = tournament_inputs(work)
+    cache = snapshot(inputs.live_pairs_dir)
     profile = run_tournament(inputs, run_id=uuid.uuid4().hex[:12])
+    assert snapshot(inputs.live_pairs_dir) == cache  # the tournament only reads the cache
     assert not profile.duplicated(["query_id", "candidate_id"]).any()
     assert len(profile) == len(inputs.queries) * len(inputs.pool)
     kept = profile.set_index(["query_id", "candidate_id"]).loc[sorted(pairs(after_first))]
     assert (kept["run_id"] == after_first["run_id"].iloc[0]).all()  # GRPO's rows, not run again
+    adopted = [read_shard_meta(f).get("adopted_from") for f in ShardStore(inputs.shards_dir).shard_files()]
+    assert sum(bool(a) for a in adopted) and all(Path(a).parent.parent == inputs.live_pairs_dir for a in adopted if a)
+    # a live run now reads the tournament's rows and writes nothing into its store; one of another meter
+    # (another config hash) neither reads nor clears it
+    store = snapshot(inputs.shards_dir)
+    third = run_grpo(live_cfg(), work / "data", work / "sft", tmp_path / "grpo3", live=partial(LiveOutcomes, inputs))
+    assert third["profiling"]["grpo_revealed"]["executed_pairs"] == 0
+    other = replace(inputs, energy=inputs.energy.model_copy(update={"idle_seconds": 0.07}),
+                    live_pairs_dir=tmp_path / "other_cache")
+    every = list(zip(profile["query_id"], profile["candidate_id"]))
+    assert LiveOutcomes(other, "energy_j", profile["query_id"]).stored_rows(every).empty
+    assert snapshot(inputs.shards_dir) == store
+
+
+def test_a_checkpoints_pairs_lost_with_the_cache_are_answered_again(two_runs, work, tmp_path):
+    """Resuming GRPO after the live-pair cache was deleted: the reads the checkpoint saved are answered anew."""
+    _first, _second, after_first, _ = two_runs
+    inputs = replace(tournament_inputs(work), live_pairs_dir=tmp_path / "deleted_cache",
+                     shards_dir=tmp_path / "no_tournament_yet")
+    saved = [(q, c, 2) for q, c in sorted(pairs(after_first))[:1]]
+    outcomes = LiveOutcomes(inputs, "energy_j", after_first["query_id"])
+    outcomes.restore(saved)
+    assert outcomes.executed == {saved[0][:2]} and dict(outcomes.reads) == {saved[0][:2]: 2}
+    assert pairs(stored_rows(inputs)) == {saved[0][:2]}
 
 
 def test_live_needs_the_tournament_source(work, tmp_path):
@@ -181,10 +216,10 @@ run_grpo(cfg, root / "data", root / "sft", out, callbacks=[Kill()] if kill_at el
 @pytest.mark.integration
 def test_a_sigkilled_live_run_resumes_without_running_a_pair_again(work, tmp_path):
     """SIGKILL at the end of step 3 (its rollouts stored, checkpoint-2 the last saved): the resumed run
-    redoes step 3 from checkpoint-2 and reads that step's pairs from the store."""
+    redoes step 3 from checkpoint-2 and reads that step's pairs from the live-pair cache."""
     import shutil
 
-    shutil.copytree(work, tmp_path / "w", ignore=shutil.ignore_patterns("grpo*", "shards"))
+    shutil.copytree(work, tmp_path / "w", ignore=shutil.ignore_patterns("grpo*", "shards", "live_pairs"))
     root, out = tmp_path / "w", tmp_path / "w" / "grpo"
     cfg = live_cfg(max_steps=4, save_steps=2).model_dump_json()
     script = tmp_path / "killed_run.py"
@@ -215,12 +250,13 @@ def test_a_sigkilled_live_run_resumes_without_running_a_pair_again(work, tmp_pat
         after.set_index(["query_id", "candidate_id"]).loc[sorted(revealed), "energy_j"].sum())
 
 
-def test_the_grpo_stage_runs_live_rollouts_into_the_tournaments_store(work, tmp_path):
-    """`jouleroute grpo` with reward_source: live: the stage hands GRPO the tournament's backend and store."""
+def test_the_grpo_stage_runs_live_rollouts_into_the_live_pair_cache(work, tmp_path):
+    """`jouleroute grpo` with reward_source: live: the stage hands GRPO the tournament's backend, its store to
+    read and the live-pair cache to write."""
     from jouleroute.stages.context import StageContext
     from jouleroute.stages.grpo import grpo_stage
 
-    shutil.copytree(work, tmp_path / "w", ignore=shutil.ignore_patterns("grpo*", "shards"))
+    shutil.copytree(work, tmp_path / "w", ignore=shutil.ignore_patterns("grpo*", "shards", "live_pairs"))
     root = tmp_path / "w"
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["grpo"] = {**live_cfg(max_steps=2).model_dump(mode="json"), "keep_best_on_val": False}

@@ -152,3 +152,16 @@ def test_only_the_top_layers_train_when_asked(data_dir, tiny_model_dir, tmp_path
     moved = {k for k in before if not torch.equal(before[k], after[k])}
     assert moved and all(".layers.1." in k or k == "model.norm.weight" for k in moved)
     assert metrics["trainable_params"] < metrics["total_params"] and metrics["frozen_layers"] == 1
+
+
+def test_checkpoints_of_other_training_code_are_not_resumed(data_dir, tmp_path, monkeypatch):
+    """DVC keeps the persisted checkpoints when the trainer's code changes: a rerun then trains anew."""
+    from jouleroute.training import common
+
+    cfg, inputs = SftConfig(max_steps=4), [data_dir / "train.jsonl"]
+    assert common.resume_point(tmp_path, cfg, inputs) is None
+    (tmp_path / common.CHECKPOINTS / "checkpoint-4").mkdir()
+    assert common.resume_point(tmp_path, cfg, inputs).endswith("checkpoint-4")  # a killed run of this code
+    monkeypatch.setattr(common, "training_code_fingerprint", lambda: "a trainer edited since")
+    assert common.resume_point(tmp_path, cfg, inputs) is None
+    assert not (tmp_path / common.CHECKPOINTS / "checkpoint-4").exists()
