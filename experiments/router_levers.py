@@ -12,7 +12,7 @@ For each router checkpoint given (e.g. the study's own, and early-exit variants 
     .venv/bin/python experiments/router_levers.py --params studies/replay/params.yaml \
         --router full=artifacts/replay/grpo/model --router L6=artifacts/exp/L6/sft/model
 
-Writes benchmarks/results/router_levers-<study>.json and prints a markdown table.
+Writes benchmarks/results/router_levers-<study>.json (or --out) and prints a markdown table.
 """
 
 from __future__ import annotations
@@ -68,30 +68,35 @@ def paired_mean_ci(diff: np.ndarray, samples: int = 1000, seed: int = 0) -> dict
     return {"difference": float(diff.mean()), "ci_low": low, "ci_high": high, "verdict": label}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--params", default="studies/replay/params.yaml")
-    parser.add_argument("--router", action="append", required=True, help="name=checkpoint folder")
+    parser.add_argument("--params", default="studies/replay/params.yaml", help="relative to --root")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the repository the params' paths are under")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the record (default: benchmarks/results/router_levers-<study>[-<tag>].json)")
+    parser.add_argument("--router", action="append", required=True,
+                        help="name=checkpoint folder (relative to --root); the first is the others' reference")
     parser.add_argument("--weights", default="0,0.25,0.5,0.75")
     parser.add_argument("--tag", default=None, help="writes router_levers-<study>-<tag>.json (keeps other records)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quantize", default="none,int8",
                         help="comma list of inference variants: none (fp32), int8 (dynamic quantization), bf16 "
                              "(bfloat16 weights and activations); each adds a pass per router")
-    args = parser.parse_args()
-    p = load_params(ROOT / args.params)
-    profile = pd.read_parquet(p.paths.resolve("profile", ROOT))
-    queries = pd.read_parquet(p.paths.resolve("queries", ROOT))
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    p = load_params(root / args.params)
+    profile = pd.read_parquet(p.paths.resolve("profile", root))
+    queries = pd.read_parquet(p.paths.resolve("queries", root))
     lambdas, norm = list(p.evaluate.lambdas), p.energy_policy.norm
     weights = [float(w) for w in args.weights.split(",")]
     val_q = queries[queries["split"] == "val"].sort_values("query_id").reset_index(drop=True)
     test_q = queries[queries["split"] == "test"].sort_values("query_id").reset_index(drop=True)
     val_m = build_matrix(profile, queries, "val", p.energy_policy.column)
     test_m = build_matrix(profile, queries, "test", p.energy_policy.column)
-    first = LMRouter(ROOT / args.router[0].split("=", 1)[1], cfg=p.router.model_copy(update={"quantize": "none"}))
+    first = LMRouter(root / args.router[0].split("=", 1)[1], cfg=p.router.model_copy(update={"quantize": "none"}))
     candidates = first.candidates
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
-        update={"cache_dir": str(p.paths.resolve("embedding_cache", ROOT))})})
+        update={"cache_dir": str(p.paths.resolve("embedding_cache", root))})})
     knn = build_router("knn", profile, queries, candidates, baselines, energy=p.energy_policy)
     knn_val, knn_test = knn.score(val_q), knn.score(test_q)
     cols = [test_m.candidates.index(c) for c in candidates]
@@ -107,7 +112,7 @@ def main() -> None:
         name, folder = spec.split("=", 1)
         row: dict = {"checkpoint": folder}
         for quantize in quantizations:
-            router = LMRouter(ROOT / folder, cfg=p.router.model_copy(update={**VARIANTS[quantize],
+            router = LMRouter(root / folder, cfg=p.router.model_copy(update={**VARIANTS[quantize],
                                                                               "threads": args.threads}))
             row["layers"] = router.model.config.num_hidden_layers
             val, test = router.score(val_q), router.score(test_q)
@@ -141,7 +146,7 @@ def main() -> None:
         for quantize in quantizations:
             row[quantize]["val_per_query"] = None  # kept only to pair with the first router
     suffix = f"-{args.tag}" if args.tag else ""
-    out = ROOT / "benchmarks/results" / f"router_levers-{Path(args.params).parent.name}{suffix}.json"
+    out = args.out or ROOT / "benchmarks/results" / f"router_levers-{Path(args.params).parent.name}{suffix}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(out)
     print(f"kNN: val utility {result['knn']['val_utility']:.4f}, test AIQ {result['knn']['test_aiq']:.4f}")

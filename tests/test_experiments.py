@@ -1,8 +1,8 @@
 """The experiments (experiments/README.md) start, explain themselves, and choose by the rule they state.
 
-Each one reads a finished study's artifacts, which the default suite does not build; what is checked here is that
-each imports against today's library (``--help`` in a subprocess) and that the choice rules are the stated ones,
-on small records written here."""
+Each one reads a finished study's artifacts, which the default suite does not build: each is checked to import
+against today's library (``--help`` in a subprocess), to choose by its stated rule, and to run end to end on a
+small profile (and a tiny random LM router) built here."""
 
 from __future__ import annotations
 
@@ -69,6 +69,37 @@ def test_router_levers_uses_the_library_s_per_query_utility_and_paired_interval(
     assert got["verdict"] == ("tie" if got["ci_low"] <= 0 <= got["ci_high"] else "better")
     steady = router_levers.paired_mean_ci(np.full(40, -0.02))
     assert steady["verdict"] == "worse" and steady["ci_low"] == pytest.approx(-0.02)
+
+
+def test_router_levers_runs_end_to_end_on_a_small_profile_and_a_tiny_router(tmp_path):
+    """Two tiny routers (the second one's val utility is paired with the first's), fp32 and int8, kNN on a hashing
+    embedder: every figure of the record is there and finite, the first router's difference to itself is 0."""
+    from jouleroute.backends.tiny import build_tiny_llama
+    from jouleroute.routing.lm.spec import RouterSpec
+    from tests.evaluation.test_selection import ENERGY, _data, _stage_repo
+
+    profile, queries = _data()
+    _stage_repo(tmp_path, profile, queries)
+    pool = sorted(ENERGY)
+    for name, seed in (("a", 0), ("b", 1)):
+        folder = build_tiny_llama(tmp_path / name, hidden_size=32, num_layers=2, num_heads=2, seed=seed,
+                                  corpus=list(queries["question"]))
+        RouterSpec(candidates=pool, labels=["A", "B", "C"], energy_source="modelled", energy_norm="max",
+                   label_policy="utility", lambdas=[0.0, 0.5, 2.0], utility_scale=10.0, max_query_tokens=32,
+                   task_energy_j={t: ENERGY for t in ("gsm8k", "mmlu")}, pool_energy_j=ENERGY).save(folder)
+    out = tmp_path / "levers.json"
+    _experiment("router_levers").main(["--root", str(tmp_path), "--params", "params.yaml", "--router", "first=a",
+                                       "--router", "second=b", "--weights", "0,0.5", "--out", str(out)])
+    record = json.loads(out.read_text())
+    assert set(record["routers"]) == {"first", "second"} and np.isfinite(record["knn"]["test_aiq"])
+    first, second = record["routers"]["first"], record["routers"]["second"]
+    assert first["none"]["val_minus_first"]["difference"] == 0 and first["layers"] == 2
+    for row in (first, second):
+        assert set(row["int8_agreement_val"]) == {f"{lam:g}" for lam in record["lambdas"]}
+        for variant in ("none", "int8"):
+            figures = row[variant]
+            assert figures["blend"]["weight"] in (0.0, 0.5)
+            assert all(np.isfinite(figures[k]) for k in ("val_utility", "test_aiq_lm", "test_aiq_blended"))
 
 
 def test_the_scaffold_ablation_runs_on_a_small_profile_with_evaluate_s_sample_and_order(tmp_path):
