@@ -39,7 +39,15 @@ def scratch(reproduced, tiny_repo, tmp_path):
 
 
 def store_rows(root) -> pd.DataFrame:
-    """Every row of the tournament's shard store (the tournament's pairs and those GRPO's rollouts ran)."""
+    """Every pair stored: the tournament's shard store, then the live-pair cache (the pairs GRPO's and budget's
+    rollouts ran); a pair in both (the tournament adopted it) once, the tournament's copy."""
+    files = [*sorted((root / "artifacts/tournament/shards").glob("*/*.parquet")),
+             *sorted((root / "artifacts/cache/live_pairs").glob("*/*.parquet"))]
+    rows = pd.concat([pd.read_parquet(p) for p in files], ignore_index=True)
+    return rows.drop_duplicates(["query_id", "candidate_id"]).reset_index(drop=True)
+
+
+def tournament_store_rows(root) -> pd.DataFrame:
     return pd.concat([pd.read_parquet(p) for p in sorted((root / "artifacts/tournament/shards").glob("*/*.parquet"))],
                      ignore_index=True)
 
@@ -74,7 +82,8 @@ def test_first_repro_runs_every_stage_and_writes_results(tiny_repo, reproduced):
     assert len(profiled) < len(train)
     assert set(profile["query_id"]) == profiled | set(queries.loc[queries["split"] != "train", "query_id"])
     assert len(profile) == profile["query_id"].nunique() * 3
-    # GRPO's live rollouts wrote their pairs into the shard store, and `dvc status` above stayed clean
+    # GRPO's live rollouts wrote their pairs into the live-pair cache, never into the tournament's shard store
+    # (which holds exactly the profile's pairs), and `dvc status` above stayed clean
     # grpo cannot know the full train tournament of a train share (train.jsonl holds the profiled half): it says
     # so, and leaves the share to the budget stage, which completes that tournament
     bill = json.loads((tiny_repo / "artifacts/grpo/metrics.json").read_text())["profiling"]
@@ -82,6 +91,9 @@ def test_first_repro_runs_every_stage_and_writes_results(tiny_repo, reproduced):
     executed = json.loads((tiny_repo / "artifacts/grpo/executed_pairs.json").read_text())
     assert executed and all(q not in profiled and q in set(train["query_id"]) for q, _c in executed)
     assert {tuple(p) for p in executed} <= set(zip(store_rows(tiny_repo)["query_id"], store_rows(tiny_repo)["candidate_id"]))
+    tournament = tournament_store_rows(tiny_repo)
+    assert set(zip(tournament["query_id"], tournament["candidate_id"])) == set(zip(profile["query_id"],
+                                                                                 profile["candidate_id"]))
     assert set(profile["energy_source"]) == {"estimated"}  # no GPU, no RAPL here: labelled estimate
     assert (profile["energy_j"] > 0).all()
     report = json.loads((tiny_repo / "artifacts/validate/report.json").read_text())
