@@ -38,18 +38,17 @@ def scratch(reproduced, tiny_repo, tmp_path):
     return copy
 
 
+def shard_rows(folder) -> pd.DataFrame:
+    """Every row of the shards under ``folder`` (a shard store's layout: <candidate version>/<batch>.parquet)."""
+    return pd.concat([pd.read_parquet(p) for p in sorted(folder.glob("*/*.parquet"))], ignore_index=True)
+
+
 def store_rows(root) -> pd.DataFrame:
     """Every pair stored: the tournament's shard store, then the live-pair cache (the pairs GRPO's and budget's
     rollouts ran); a pair in both (the tournament adopted it) once, the tournament's copy."""
-    files = [*sorted((root / "artifacts/tournament/shards").glob("*/*.parquet")),
-             *sorted((root / "artifacts/cache/live_pairs").glob("*/*.parquet"))]
-    rows = pd.concat([pd.read_parquet(p) for p in files], ignore_index=True)
+    stores = (root / "artifacts/tournament/shards", root / "artifacts/cache/live_pairs")
+    rows = pd.concat([shard_rows(folder) for folder in stores], ignore_index=True)
     return rows.drop_duplicates(["query_id", "candidate_id"]).reset_index(drop=True)
-
-
-def tournament_store_rows(root) -> pd.DataFrame:
-    return pd.concat([pd.read_parquet(p) for p in sorted((root / "artifacts/tournament/shards").glob("*/*.parquet"))],
-                     ignore_index=True)
 
 
 def ran(stdout: str) -> set[str]:
@@ -91,7 +90,7 @@ def test_first_repro_runs_every_stage_and_writes_results(tiny_repo, reproduced):
     executed = json.loads((tiny_repo / "artifacts/grpo/executed_pairs.json").read_text())
     assert executed and all(q not in profiled and q in set(train["query_id"]) for q, _c in executed)
     assert {tuple(p) for p in executed} <= set(zip(store_rows(tiny_repo)["query_id"], store_rows(tiny_repo)["candidate_id"]))
-    tournament = tournament_store_rows(tiny_repo)
+    tournament = shard_rows(tiny_repo / "artifacts/tournament/shards")
     assert set(zip(tournament["query_id"], tournament["candidate_id"])) == set(zip(profile["query_id"],
                                                                                  profile["candidate_id"]))
     assert set(profile["energy_source"]) == {"estimated"}  # no GPU, no RAPL here: labelled estimate
