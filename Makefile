@@ -69,9 +69,10 @@ run: setup
 
 # The replay study (README "Replay study"): RouterBench outcomes, modelled energy.
 # STUDY=zeroeval-math or STUDY=cruxeval: the public-pool studies (docs/replay.md "Public pools"), same stages.
+# A study is a DVC repository of its own (studies/<name>/.dvc): `repro` runs DVC there, and its outputs stay in its folder.
 STUDY ?= replay
 study: setup
-	$(BIN)/jouleroute --params studies/$(STUDY)/params.yaml repro studies/$(STUDY)/dvc.yaml
+	$(BIN)/jouleroute --params studies/$(STUDY)/params.yaml repro
 	@$(BIN)/jouleroute --params studies/$(STUDY)/params.yaml where
 
 # The held-out-task studies (docs/replay.md "Held-out tasks"): the replay study trained and selected on
@@ -79,7 +80,7 @@ study: setup
 HELDOUT_TASKS := arc_challenge mbpp winogrande
 study-heldout: setup
 	@for task in $(HELDOUT_TASKS); do \
-	  $(BIN)/jouleroute --params studies/heldout-$$task/params.yaml repro studies/heldout-$$task/dvc.yaml || exit 1; \
+	  $(BIN)/jouleroute --params studies/heldout-$$task/params.yaml repro || exit 1; \
 	done
 
 # Both tiers (at most 10 min on 2 cores): the fast unit tests and the integration tests, which start real

@@ -19,7 +19,7 @@ targets: >= 20 routed requests/s sustained, p95 routing latency (queue + router 
 
     .venv/bin/python benchmarks/bench_gateway.py [--requests 400] [--concurrency 200] [--routers lm knn]
         [--lm-router artifacts/exp/L6/sft/model] [--lm-rate 20] [--lm-requests 400]
-        [--queries artifacts/replay/queries.parquet]
+        [--queries studies/replay/artifacts/queries.parquet]
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ STUDY = ROOT / "studies/replay/params.yaml"
 
 
 def test_queries(n: int) -> pd.DataFrame:
-    for path in (ROOT / "artifacts/replay/queries.parquet", ROOT / "artifacts/prepare/queries.parquet"):
+    for path in (ROOT / "studies/replay/artifacts/queries.parquet", ROOT / "artifacts/prepare/queries.parquet"):
         if path.exists():
             frame = pd.read_parquet(path)
             return frame[frame["split"] == "test"].sample(n=n, random_state=0).reset_index(drop=True)
@@ -62,9 +62,9 @@ def router_folder(tmp: Path, name: str, layers: int | None, max_query_tokens: in
     from transformers import AutoModelForCausalLM
 
     folder = tmp / name
-    spec = ROOT / "artifacts/replay/router_data/router_spec.json"
+    spec = ROOT / "studies/replay/artifacts/router_data/router_spec.json"
     if not spec.exists():
-        raise SystemExit("needs artifacts/replay/router_data/router_spec.json: run `make study` first")
+        raise SystemExit("needs studies/replay/artifacts/router_data/router_spec.json: run `make study` first")
     shutil.copytree(MODEL, folder)
     if layers is not None:
         model = keep_first_layers(AutoModelForCausalLM.from_pretrained(str(folder)), layers)
@@ -150,7 +150,7 @@ def main() -> None:
                         help="a shorter query budget for the fast router (measurement only: it changes training)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    params = load_params(STUDY)
+    params = load_params(STUDY, ROOT)
     layers = args.layers if args.layers is not None else params.sft.router_layers
     quantize = args.quantize or params.router.quantize
     precision = args.precision or params.router.precision

@@ -7,7 +7,7 @@ script collects their budget.json files into one record. The rule that chooses, 
 the settings whose SFT + GRPO point ties SFT on every train query on val (the paired CI contains 0),
 the one with the fewest profiling joules; ties on joules go to the higher val utility.
 
-    .venv/bin/python experiments/grpo_sweep.py artifacts/replay/budget artifacts/replay/budget-sweep-k2-s100 ...
+    .venv/bin/python experiments/grpo_sweep.py studies/replay/artifacts/budget studies/replay/artifacts/budget-sweep-k2-s100 ...
 
 Writes benchmarks/results/grpo_sweep-replay.json.
 """

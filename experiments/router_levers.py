@@ -10,7 +10,7 @@ For each router checkpoint given (e.g. the study's own, and early-exit variants 
   paired-bootstrap 95% CI of (blended LM − kNN).
 
     .venv/bin/python experiments/router_levers.py --params studies/replay/params.yaml \
-        --router full=artifacts/replay/grpo/model --router L6=artifacts/exp/L6/sft/model
+        --router full=studies/replay/artifacts/grpo/model --router L6=artifacts/exp/L6/sft/model
 
 Writes benchmarks/results/router_levers-<study>.json (or --out) and prints a markdown table.
 """
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
                              "(bfloat16 weights and activations); each adds a pass per router")
     args = parser.parse_args(argv)
     root = args.root.resolve()
-    p = load_params(root / args.params)
+    p = load_params(root / args.params, root)
     profile = pd.read_parquet(p.paths.resolve("profile", root))
     queries = pd.read_parquet(p.paths.resolve("queries", root))
     lambdas, norm = list(p.evaluate.lambdas), p.energy_policy.norm

@@ -69,7 +69,7 @@ def split_forwarded(argv: list[str]) -> tuple[list[str], list[str]]:
     cannot forward ``repro -f evaluate``: it reads ``-f`` as an unknown option of its own."""
     i = 0
     while i < len(argv) and argv[i].startswith("-"):  # options before the command
-        i += 2 if argv[i] == "--params" else 1
+        i += 2 if argv[i] in ("--params", "-C") else 1
     if i >= len(argv) or argv[i] != "repro":
         return argv, []
     own, forwarded = argv[:i + 1], []
@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common_options(parser)
+    parser.add_argument("-C", dest="directory", metavar="DIR",
+                        help="run as if started in DIR (as `git -C`): a study's stages run `jouleroute -C ../.. "
+                             "--params studies/x/params.yaml STAGE` from its own folder, a DVC repository of its own")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, summary, details) in {**STAGES, **COMMANDS}.items():
         sp = sub.add_parser(name, help=summary, description=f"{summary}\n\n{details}",
@@ -138,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     set_offline_defaults()
     own, forwarded = split_forwarded(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(own)
+    if args.directory:
+        os.chdir(args.directory)
     if forwarded:
         args.dvc_args = forwarded
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -146,12 +151,13 @@ def main(argv: list[str] | None = None) -> int:
         quiet_libraries()
     from jouleroute.commands import COMMANDS, PARAMS_OPTIONAL
     from jouleroute.stages import STAGES
-    from jouleroute.stages.context import StageContext
     from jouleroute.stages.errors import expected_error
 
     ctx = None
     try:
         if args.command not in PARAMS_OPTIONAL or os.path.exists(args.params):
+            from jouleroute.stages.context import StageContext  # (not for `meter` on a bare GPU node)
+
             ctx = StageContext.load(args.params, progress=None if args.no_progress else _tqdm_progress)
         fn = {**STAGES, **COMMANDS}[args.command].run
         if args.command in COMMANDS:

@@ -168,8 +168,19 @@ def moved_keys(raw: dict) -> list[str]:
     return found
 
 
-def load_params(path: str | Path = "params.yaml") -> Params:
+def load_params(path: str | Path = "params.yaml", root: str | Path | None = None) -> Params:
+    """The typed params of ``path``. With ``root`` (where the stages run), its `paths:` are made relative to
+    ``root`` from the file's pipeline folder (jouleroute.paths.rooted: a study's are relative to its folder)."""
     path = Path(path)
+    params = _validated(path)
+    if root is None:
+        return params
+    from jouleroute.paths import rooted
+
+    return params.model_copy(update={"paths": rooted(params.paths, path, Path(root))})
+
+
+def _validated(path: Path) -> Params:
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except FileNotFoundError as exc:

@@ -96,7 +96,7 @@ def _study_tables():
 
     from jouleroute.config import load_params
 
-    paths = load_params(ROOT / "studies/replay/params.yaml").paths
+    paths = load_params(ROOT / "studies/replay/params.yaml", ROOT).paths
     queries = pd.read_parquet(_need(paths.resolve("queries", ROOT), "run `make study`"))
     profile = pd.read_parquet(_need(paths.resolve("profile", ROOT), "run `make study`"))
     return queries, profile
@@ -308,7 +308,7 @@ def _evaluated_pipelines() -> list[tuple[str, dict]]:
     files = [("embedded", ROOT / "params.yaml")] + [(p.parent.name, p) for p in sorted((ROOT / "studies").glob("*/params.yaml"))]
     out, missing = [], []
     for name, params in files:
-        metrics_file = load_params(params).paths.resolve("evaluate_dir", ROOT) / "metrics.json"
+        metrics_file = load_params(params, ROOT).paths.resolve("evaluate_dir", ROOT) / "metrics.json"
         if metrics_file.exists():
             out.append((name, json.loads(metrics_file.read_text())))
         else:

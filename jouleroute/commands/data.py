@@ -15,11 +15,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jouleroute.datastore.fetch import FillResult, fill, status
 from jouleroute.datastore.manifest import Manifest, load_manifest
 from jouleroute.datastore.sources import BundleSource, FolderSource, InstalledPackageSource, Source, UrlSource
-from jouleroute.stages.context import StageContext
+
+if TYPE_CHECKING:  # the parser imports this module for every command: `jouleroute meter` needs no params machinery
+    from jouleroute.stages.context import StageContext
 
 FETCH_HINT = "`jouleroute data fetch` (with ../shared/data beside the project, --from DIR, or online; docs/data.md)"
 

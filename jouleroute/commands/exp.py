@@ -1,12 +1,11 @@
 """`jouleroute exp ACTION [ARGS]`: DVC experiments on this params file's pipeline (README "Experiments").
 
-- ``save NAME``: `dvc exp save -n NAME` of the pipeline only. Plain `dvc exp save` commits every
-  pipeline of the repository and stops on a study's outputs when the study has not run.
+- ``save NAME``: `dvc exp save -n NAME` of the pipeline only. A study's run in its own DVC repository
+  (studies/<name>/.dvc), so the root's experiments are the main pipeline's.
 - ``run ARGS``: each ``-S key=value`` is checked against the typed params first, so a typo is one
   line before DVC rewrites params.yaml; then `dvc exp run ARGS`.
 - ``show ARGS``: `dvc exp show --only-changed --drop '.*/.*' ARGS` (the metrics and the params you set).
-- ``apply NAME``: `dvc exp apply NAME`, checking out the outputs of this pipeline only (plain `dvc exp
-  apply` also tries a study's absent outputs and ends in an error).
+- ``apply NAME``: `dvc exp apply NAME`, checking out the outputs of this pipeline only.
 - anything else goes to `dvc exp` as it is (``diff``, ``list``, ``remove``, ``branch``, ...).
 
 DVC runs with this interpreter's bin/ first on PATH, so the stage commands are found without an
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from jouleroute.commands.repro import _dvc, dvc_env
+from jouleroute.commands.repro import _dvc, dvc_env, dvc_repo
 from jouleroute.config import ParamsError, load_params
 from jouleroute.stages.context import StageContext
 from jouleroute.stages.table import dvc_yaml_for
@@ -37,8 +36,9 @@ def exp_command(ctx: StageContext, args: argparse.Namespace) -> int:
               "(any `dvc exp` action)")
         return 2
     action, rest = argv[0], argv[1:]
-    pipeline = str(dvc_yaml_for(ctx.params_path, ctx.root).resolve().relative_to(ctx.root.resolve()))
-    dvc = lambda *a: subprocess.call([_dvc(), "exp", *a], cwd=ctx.root, env=dvc_env())
+    repo = dvc_repo(ctx)  # a study's experiments run in its own DVC repository
+    pipeline = str(dvc_yaml_for(ctx.params_path, ctx.root).resolve().relative_to(repo))
+    dvc = lambda *a: subprocess.call([_dvc(), "exp", *a], cwd=repo, env=dvc_env())
     if action == "save":
         if len(rest) != 1 or rest[0].startswith("-"):
             print("jouleroute exp save: give the experiment's name, e.g. `jouleroute exp save baseline`")
@@ -49,14 +49,14 @@ def exp_command(ctx: StageContext, args: argparse.Namespace) -> int:
         if problem:
             print(f"jouleroute exp run: {problem}")
             return 1
-        return dvc("run", *rest, *([] if pipeline == "dvc.yaml" else [pipeline]))
+        return dvc("run", *in_repo_overrides(rest, repo), *([] if pipeline == "dvc.yaml" else [pipeline]))
     if action == "show":
         return dvc("show", *SHOW, *rest)
     if action == "apply":
         if len(rest) != 1 or rest[0].startswith("-"):
             print("jouleroute exp apply: give one experiment's name, e.g. `jouleroute exp apply baseline`")
             return 2
-        return apply(ctx.root, rest[0], pipeline)
+        return apply(repo, rest[0], pipeline)
     return dvc(action, *rest)
 
 
@@ -87,6 +87,23 @@ def overrides(argv: list[str], params_path: Path) -> list[str]:
         if not file or Path(file).resolve() == params_path.resolve():
             found.append(key + eq + val)
     return found
+
+
+def in_repo_overrides(argv: list[str], repo: Path) -> list[str]:
+    """``-S file:key=value`` with ``file`` given from the working directory, made relative to ``repo`` (where DVC
+    runs: a study's own folder); ``-S key=value`` (the pipeline's own params.yaml) and other arguments unchanged."""
+    moved, rest = [], iter(argv)
+    for arg in rest:
+        moved.append(arg)
+        if arg not in ("-S", "--set-param"):
+            continue
+        value = next(rest, "")
+        head, eq, val = value.partition("=")
+        file, colon, key = head.rpartition(":")
+        if file and Path(file).resolve().is_relative_to(repo):
+            value = f"{Path(file).resolve().relative_to(repo).as_posix()}:{key}{eq}{val}"
+        moved.append(value)
+    return moved
 
 
 def check_overrides(params_path: Path, argv: list[str]) -> str | None:

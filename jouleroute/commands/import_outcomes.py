@@ -21,7 +21,8 @@ def import_command(ctx: StageContext, args: argparse.Namespace | None = None) ->
         written = init_pool(ctx.root, args.init, getattr(args, "table", None))
         folder = written[0].parent.relative_to(ctx.root)
         print(f"wrote {', '.join(str(p.relative_to(ctx.root)) for p in written)}: set import_outcomes.input_file "
-              f"(and models: for rows without energy_j), then `dvc repro {folder}/dvc.yaml`; docs/your-own-pool.md")
+              f"(and models: for rows without energy_j), then `jouleroute --params {folder}/params.yaml repro`; "
+              "docs/your-own-pool.md")
         return 0
     if ctx.params.import_outcomes is None:
         raise StageFailed(f"{ctx.params_path.name} has no `import_outcomes:` section (see docs/replay.md)")

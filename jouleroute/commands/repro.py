@@ -52,4 +52,25 @@ def repro_command(ctx: StageContext, args: argparse.Namespace) -> int:
     if missing:
         print(f"jouleroute repro: {missing_line(ctx, missing)}", file=sys.stderr)
         return 1
-    return subprocess.call([_dvc(), "repro", *getattr(args, "dvc_args", [])], cwd=ctx.root, env=dvc_env())
+    repo = dvc_repo(ctx)
+    return subprocess.call([_dvc(), "repro", *in_repo(getattr(args, "dvc_args", []), repo)], cwd=repo, env=dvc_env())
+
+
+def dvc_repo(ctx: StageContext) -> Path:
+    """The DVC repository of the pipeline ``ctx``'s params file drives: the root's, or a study's own (a subrepo)."""
+    from jouleroute.stages.table import dvc_repo_of, dvc_yaml_for
+
+    return dvc_repo_of(dvc_yaml_for(ctx.params_path, ctx.root), ctx.root)
+
+
+def in_repo(argv: list[str], repo: Path) -> list[str]:
+    """DVC arguments given from the working directory (``studies/x/dvc.yaml``, ``studies/x/dvc.yaml:sft``), made
+    relative to ``repo``, where DVC runs; every other argument as it is."""
+    moved = []
+    for arg in argv:
+        path, colon, stage = arg.partition(":")
+        here = Path(path).resolve()
+        if not arg.startswith("-") and path.endswith("dvc.yaml") and here.is_relative_to(repo) and here.exists():
+            arg = here.relative_to(repo).as_posix() + colon + stage
+        moved.append(arg)
+    return moved

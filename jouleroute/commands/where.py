@@ -26,7 +26,8 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
         ("headline metrics", rel("headline")),
         ("MLflow store", rel("mlflow_db")),
     ]
-    print(f"\njouleroute results ({ctx.params_path.name})")
+    shown = ctx.params_path.relative_to(ctx.root) if ctx.params_path.is_relative_to(ctx.root) else ctx.params_path
+    print(f"\njouleroute results ({shown})")
     if ctx.namespace:
         print(f"  (a params copy: its outputs are under artifacts/{ctx.namespace}/ and mlruns/{ctx.namespace}/ "
               "unless its paths: name others; dvc.yaml's are params.yaml's)")

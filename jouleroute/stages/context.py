@@ -47,7 +47,7 @@ class StageContext:
              progress: ProgressFactory | None = None) -> "StageContext":
         params_path = Path(params_path).resolve()
         root_path = Path(root).resolve() if root else Path.cwd().resolve()
-        params, namespace = load_params(params_path), None
+        params, namespace = load_params(params_path, root_path), None
         if not table.is_own_params(params_path, root_path):
             params, namespace = _as_copy(params, params_path, root_path)
         return cls(params, root_path, params_path, progress or _no_progress, namespace=namespace)
@@ -129,10 +129,12 @@ class StageContext:
                                       f"{self.params_path.name} (e.g. artifacts/{self.namespace}/...)")
 
     def repro_hint(self, stage: str) -> str:
-        """`dvc repro <stage>`, or `dvc repro studies/x/dvc.yaml:<stage>` for a study's own stage."""
+        """`dvc repro <stage>`, or `jouleroute --params studies/x/params.yaml repro <stage>` for a study's own stage
+        (a study is a DVC repository of its own: `repro` runs DVC there)."""
         for path in self.dvc_yamls[:-1]:  # a study's own stage; else the main pipeline's
             if stage in table.read(path) and path.resolve().is_relative_to(self.root.resolve()):
-                return f"dvc repro {table.target(self.root, path, stage)}"
+                shown = self.params_path.resolve().relative_to(self.root.resolve()).as_posix()
+                return f"jouleroute --params {shown} repro {table.target(self.root, path, stage)}"
         return f"dvc repro {stage}"
 
     def producer_of(self, missing: str | Path) -> str | None:

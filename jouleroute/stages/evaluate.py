@@ -17,7 +17,7 @@ import pandas as pd
 
 from jouleroute.energy import make_meter
 from jouleroute.evaluation import RouterRun, run_evaluate
-from jouleroute.evaluation.headline import headline
+from jouleroute.evaluation.headline import LM_ALONE, headline  # LM_ALONE: the LM router without kNN evidence
 from jouleroute.evaluation.mlflow_log import flatten
 from jouleroute.evaluation.overhead import cache_key, stable_overhead
 from jouleroute.evaluation.selection import read_val_rows, val_queries
@@ -37,7 +37,6 @@ logger = logging.getLogger(__name__)
 # Inputs of dvc.yaml the stage can do without (the CLI checks the others first): without a trained LM
 # router, evaluate scores the baselines alone; without val rows, no champion is chosen.
 OPTIONAL_INPUTS = ("grpo_dir", "sft_dir", "router_data_dir")
-LM_ALONE = "lm_alone"  # the LM router without kNN evidence, reported when val chose to add some
 
 
 def evaluate_stage(ctx: StageContext):

@@ -57,22 +57,28 @@ def test_a_params_copy_never_overwrites_what_dvc_tracks(tmp_path):
 
 
 def test_a_copy_that_keeps_a_study_s_paths_is_refused_and_the_study_s_own_file_is_not(tmp_path):
-    """A copy of studies/replay/params.yaml keeps the study's paths (they are not the main pipeline's): running
-    the study's first stage with it would overwrite the study's tracked profile, so it is refused; the study's
-    own params file (beside its dvc.yaml) writes them as before (`make study`)."""
+    """A copy of studies/replay/params.yaml beside it keeps the study's paths (relative to the study's folder, not
+    the main pipeline's): running the study's first stage with it would overwrite the study's tracked profile, so
+    it is refused; the study's own params file writes them as before (`make study`)."""
     from jouleroute.stages import StageFailed
     from jouleroute.stages.context import StageContext
 
-    shutil.copy2(REPO / "studies/replay/params.yaml", tmp_path / "mine.yaml")
-    mine = StageContext.load(tmp_path / "mine.yaml", root=REPO)
-    assert mine.namespace == "mine" and mine.params.paths.profile == "artifacts/replay/profile.parquet"
-    with pytest.raises(StageFailed, match=r"mine\.yaml: `replay` would write artifacts/replay/queries\.parquet, an "
-                                          r"output of studies/replay/dvc\.yaml \(stage replay\)"):
+    for name in ("params.yaml", "dvc.yaml", "studies/replay/params.yaml", "studies/replay/dvc.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, tmp_path / name)
+    for repo in (tmp_path, tmp_path / "studies/replay"):  # the root's DVC repository and the study's own
+        (repo / ".dvc").mkdir()
+    shutil.copy2(REPO / "studies/replay/params.yaml", tmp_path / "studies/replay/mine.yaml")
+    mine = StageContext.load(tmp_path / "studies/replay/mine.yaml", root=tmp_path)
+    assert mine.namespace == "mine" and mine.params.paths.profile == "studies/replay/artifacts/profile.parquet"
+    with pytest.raises(StageFailed, match=r"mine\.yaml: `replay` would write studies/replay/artifacts/queries\.parquet, "
+                                          r"an output of studies/replay/dvc\.yaml \(stage replay\)"):
         mine.check_outputs("replay")
-    study = StageContext.load(REPO / "studies/replay/params.yaml", root=REPO)
-    assert study.namespace is None and study.params.paths.profile == "artifacts/replay/profile.parquet"
+    study = StageContext.load(tmp_path / "studies/replay/params.yaml", root=tmp_path)
+    assert study.namespace is None and study.params.paths.profile == "studies/replay/artifacts/profile.parquet"
+    assert study.params.paths.data_root == "data/external" and study.params.paths.models_dir == "artifacts/models"
     study.check_outputs("replay")
-    main = StageContext.load(REPO / "params.yaml", root=REPO)
+    main = StageContext.load(tmp_path / "params.yaml", root=tmp_path)
     assert main.namespace is None and main.params.paths.queries == "artifacts/prepare/queries.parquet"
 
 
@@ -91,6 +97,6 @@ def test_a_copy_of_a_pool_s_params_beside_its_dvc_yaml_cannot_write_the_pool_s_o
     assert own.namespace is None
     own.check_outputs("validate")
     copy = StageContext.load(tmp_path / "pools/mine/other.yaml", root=tmp_path)
-    with pytest.raises(StageFailed, match=r"other\.yaml: `validate` would write artifacts/mine/validate, an output "
+    with pytest.raises(StageFailed, match=r"other\.yaml: `validate` would write pools/mine/artifacts/validate, an output "
                                           r"of pools/mine/dvc\.yaml \(stage validate\)"):
         copy.check_outputs("validate")
