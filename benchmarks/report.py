@@ -154,6 +154,50 @@ def dask_tournament(file_name: str) -> None:
           f"{a['duplicates_dask']} duplicates.\n")
 
 
+def gpu_conditions(c: dict) -> str:
+    return f"_{c['when']}, git {c['git_sha']}, {c['gpu']}, CUDA {c['cuda']}, torch {c['torch']}, Python {c['python']}._"
+
+
+def meter_nvml(file_name: str) -> None:
+    """`jouleroute meter` on a real GPU (scripts/gpu_meter_check.py): the exporter against NVML in-process."""
+    data = json.loads((RESULTS / file_name).read_text())
+    info, scrape = data["exporter"]["device_info"], data["exporter"]["scrape_latency"]
+    print(f"### `jouleroute meter` on a real GPU (`results/{file_name}`, scripts/gpu_check.sh --meter)\n")
+    print(gpu_conditions(data["conditions"]) + "\n")
+    print(f"Exporter source `{data['exporter']['source']}`, driver {info.get('driver_version')}, power limit "
+          f"{data['power_limit_w']} W; idle power {data['idle_power_w']} W (the exporter's counter over an idle "
+          f"window, before the model is loaded); one scrape (HTTP GET + prometheus-client's parser) median "
+          f"{scrape['median_ms']} ms, p95 {scrape['p95_ms']} ms over {scrape['scrapes']}. Each window: one batch of "
+          "generation with the transformers backend on the GPU (random-weight Llama, bf16), read three ways. "
+          f"Failed checks: {len(data['failures'])}.\n")
+    print("| repeat | max_new_tokens | output tokens | window s | exporter J | NVML in-process J | sampled power J "
+          "| avg W | net J/output token |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for w in data["windows"]:
+        print(f"| {w['repeat']} | {w['max_new_tokens']} | {w['output_tokens']} | {w['window_s']} | {w['exporter_j']} "
+              f"| {w['in_process_j']} | {w['sampled_j']} | {w['avg_power_w']} | {w['net_j_per_output_token']} |")
+    low, high = data["summary"]["exporter_over_in_process"]
+    print(f"\nExporter / in-process: {low} to {high} (the two read the same counter; the exporter's window is "
+          "widened by its two HTTP scrapes).\n")
+
+
+def gpu_check(file_name: str) -> None:
+    """scripts/gpu_check.py: Zeus windows around CUDA generation batches."""
+    data = json.loads((RESULTS / file_name).read_text())
+    info, model = data["device_info"], data["model"]
+    print(f"### Zeus windows around CUDA generation (`results/{file_name}`, scripts/gpu_check.sh)\n")
+    print(f"{', '.join(info.get('gpu_names', []))}, driver {info.get('driver_version')}; source `{data['source']}`, "
+          f"idle power {round(data['idle_power_w'], 2)} W; model {model['parameters']:,} parameters "
+          f"({model['layers']} layers, hidden {model['hidden']}, {model['dtype']}). "
+          f"Failed checks: {len(data['failures'])}.\n")
+    print("| window s | energy J | avg W | output tokens | J/output token | net J | sampled power J |")
+    print("|---|---|---|---|---|---|---|")
+    for w in data["windows"]:
+        print(f"| {w['window_s']} | {w['energy_j']} | {w['avg_power_w']} | {w['output_tokens']} | "
+              f"{w['energy_j_per_output_token']} | {w['energy_net_j']} | {w['sampled_power_energy_j']} |")
+    print()
+
+
 def all_tables() -> None:
     for path in sorted(RESULTS.glob("batching*.json")):
         batching(path.name)
@@ -166,6 +210,10 @@ def all_tables() -> None:
     end_to_end("study_end_to_end.json", "`make study` stage by stage")
     for path in sorted(RESULTS.glob("dask_tournament*.json")):
         dask_tournament(path.name)
+    for path in sorted(RESULTS.glob("meter_nvml*.json")):
+        meter_nvml(path.name)
+    for path in sorted(RESULTS.glob("gpu_check*.json")):
+        gpu_check(path.name)
 
 
 def write_readme() -> None:
