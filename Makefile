@@ -86,8 +86,11 @@ study-heldout: setup
 # Both tiers (at most 10 min on 2 cores): the fast unit tests and the integration tests, which start real
 # DVC pipelines, Prefect servers, Dask clusters, gateway servers and a browser on tiny local models
 # (tests/conftest.py says which are which). `make test-all` adds the slow real-model tests.
+# TEST_WORKERS pytest-xdist workers, a test file each at a time (--dist loadfile: a file's module fixtures are
+# built once); TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -m "not slow and not gpu" -q -p no:cacheprovider
+	$(PY) -m pytest -m "not slow and not gpu" -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # The fast tier alone (about 90 s on 2 cores): in-process unit tests on tiny data, no services.
 test-fast: setup
