@@ -48,7 +48,6 @@ class LiveOutcomes:
         """``query_ids``: the queries GRPO rolls out on (each must be in ``inputs.queries``); ``energy_column``:
         the column rewards read (router_data's ``stats.json``)."""
         held = max(inputs.config.models_per_worker, len({c.model for c in inputs.pool}))
-        self.inputs = replace(inputs, config=inputs.config.model_copy(update={"models_per_worker": held}))
         self.tournament_dir = inputs.shards_dir
         self.energy_column = energy_column
         self.run_id = run_id or f"grpo-{uuid.uuid4().hex[:8]}"
@@ -61,7 +60,9 @@ class LiveOutcomes:
                              f"(paths.queries), e.g. query_id={missing[0]}: rerun router_data on this query table")
         if inputs.live_pairs_dir is None:
             raise ValueError("live rollouts need a cache for the pairs they answer: paths.live_pairs_dir")
-        self.inputs = replace(self.inputs, shards_dir=Path(inputs.live_pairs_dir))  # run_job writes here
+        # run_job writes the pairs it answers into the cache, with every model of the pool held at once
+        self.inputs = replace(inputs, shards_dir=Path(inputs.live_pairs_dir),
+                              config=inputs.config.model_copy(update={"models_per_worker": held}))
         keys, digest = list(self.keys.values()), config_hash(inputs)
         self.__stored: dict[tuple[str, str], tuple[Outcome, str]] = {}
         profiled = [rows.to_pandas() for _shard, rows in ShardStore(inputs.shards_dir).read_valid(keys, digest)]

@@ -121,8 +121,8 @@ class ShardStore:
         shards = []
         for path in self.shard_files(candidate_keys):
             try:
-                shard = _read_shard(path)
-                problem = self._problem(shard, self.vouched)
+                shard, _ = _read_shard(path)
+                problem = shard_problem(shard, self.vouched, self.config_hash)
             except (OSError, pa.ArrowException, ValueError) as error:
                 problem = f"unreadable: {type(error).__name__}: {error}"
             if problem:
@@ -130,18 +130,6 @@ class ShardStore:
             else:
                 shards.append(shard)
         return shards
-
-    def _problem(self, shard: Shard, trusted_legacy: bool) -> str | None:
-        query_ids = [q for q, _ in shard.pairs]
-        if not query_ids:
-            return "no rows"
-        if shard_name(query_ids) != shard.path.stem:
-            return "its rows do not match its name"
-        if not shard.meta:
-            return None if trusted_legacy else "no metadata and no run state to vouch for it"
-        if shard.meta.get("config_hash") != self.config_hash:
-            return f"computed under config {shard.meta.get('config_hash')}, not {self.config_hash}"
-        return None
 
     def done_pairs(self, candidate_keys: list[str]) -> set[tuple[str, str]]:
         return {pair for shard in self.scan(candidate_keys) for pair in shard.pairs}
@@ -167,19 +155,17 @@ class ShardStore:
             vouched = json.loads(state_path.read_text()).get("config_hash") == config_hash
         except (OSError, ValueError, AttributeError):
             vouched = False
-        checker = ShardStore(self.root)
-        checker.config_hash = config_hash
         found = []
         for path in self.shard_files(candidate_keys) if self.root.is_dir() else []:
             try:
-                shard = _read_shard(path)
-                problem = checker._problem(shard, vouched)
+                shard, rows = _read_shard(path)
+                problem = shard_problem(shard, vouched, config_hash)
             except (OSError, pa.ArrowException, ValueError) as error:
                 problem = f"unreadable: {type(error).__name__}: {error}"
             if problem:
                 logger.warning("%s: skipped (%s)", path, problem)
                 continue
-            found.append((shard, pq.read_table(path, schema=PROFILE_SCHEMA)))
+            found.append((shard, rows))
         return found
 
     def read_all(self, candidate_keys: list[str]) -> pd.DataFrame:
@@ -190,14 +176,31 @@ class ShardStore:
         return table.to_pandas()
 
 
-def _read_shard(path: Path) -> Shard:
-    table = pq.read_table(path)  # reads every column: a truncated column chunk fails here, not later
+def _read_shard(path: Path) -> tuple[Shard, pa.Table]:
+    """The shard's pairs and metadata, and its rows (read once, every column: a truncated column chunk fails here,
+    not later; the columns are the profile schema's or this raises)."""
+    table = pq.read_table(path)
     if [(f.name, f.type) for f in table.schema] != [(f.name, f.type) for f in PROFILE_SCHEMA]:
         raise ValueError("columns differ from the profile schema")
     raw = (table.schema.metadata or {}).get(_META_KEY)
     meta = json.loads(raw) if raw else {}
-    return Shard(path, list(zip(table.column("query_id").to_pylist(), table.column("candidate_id").to_pylist())),
-                 meta)
+    pairs = list(zip(table.column("query_id").to_pylist(), table.column("candidate_id").to_pylist()))
+    return Shard(path, pairs, meta), table
+
+
+def shard_problem(shard: Shard, trusted_legacy: bool, config_hash: str | None) -> str | None:
+    """Why ``shard`` cannot be used under ``config_hash`` (None: it can). ``trusted_legacy``: a shard without
+    metadata (written before shards carried it) is vouched for by the store's run state."""
+    query_ids = [q for q, _ in shard.pairs]
+    if not query_ids:
+        return "no rows"
+    if shard_name(query_ids) != shard.path.stem:
+        return "its rows do not match its name"
+    if not shard.meta:
+        return None if trusted_legacy else "no metadata and no run state to vouch for it"
+    if shard.meta.get("config_hash") != config_hash:
+        return f"computed under config {shard.meta.get('config_hash')}, not {config_hash}"
+    return None
 
 
 def read_shard_meta(path: Path) -> dict:
