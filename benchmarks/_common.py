@@ -30,8 +30,10 @@ def conditions() -> dict:
         "cpu_model": cpu_model(),
         "cpu_bf16": native_bf16_cpu(),  # `precision: native` runs bf16 only where this is true (AMX/AVX512-BF16)
         "logical_cpus": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)),  # fewer when pinned (taskset -c 0,1: "on 2 cores")
         "torch_threads": torch.get_num_threads(),
         "cuda": torch.cuda.is_available(),
+        **({"gpu": torch.cuda.get_device_name(0)} if torch.cuda.is_available() else {}),
         "load_avg_1m_before": round(os.getloadavg()[0], 2),
         "torch": torch.__version__,
         "transformers": transformers.__version__,

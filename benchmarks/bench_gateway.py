@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LM_ROUTER = ROOT / "artifacts" / "grpo" / "model"
 QUERIES = ROOT / "artifacts" / "prepare" / "queries.parquet"
 MAX_TOKENS = 8
+RANDOM_MARKER = "RANDOM_WEIGHTS.txt"  # written by benchmarks/random_router.py
 
 from jouleroute.gateway.config import GatewayRouterConfig  # noqa: E402
 from jouleroute.torch_env import inference_dtype  # noqa: E402
@@ -326,6 +327,7 @@ def main() -> None:
     parser.add_argument("--precision", default=SERVING_PRECISION, help=argparse.SUPPRESS)
     parser.add_argument("--queries", type=Path, default=QUERIES, help="a query table whose questions are the prompts")
     parser.add_argument("--routers", nargs="+", default=["knn", "lm"], choices=["lm", "knn"])
+    parser.add_argument("--result", default="gateway_load", help="results/RESULT.json (default: gateway_load)")
     parser.add_argument("--role", choices=["upstream", "gateway"], help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     parser.add_argument("--name", help=argparse.SUPPRESS)
@@ -387,8 +389,10 @@ def main() -> None:
                "concurrency": args.concurrency,
                "max_tokens": MAX_TOKENS,
                "upstreams": "2 x jouleroute.backends.serve over a tiny random Llama (hidden 16), one request at a time",
-               "routers": results, "skipped_routers": skipped, "conditions": cond}
-    print(f"wrote {write_result('gateway_load', payload)}")
+               "routers": results, "skipped_routers": skipped, "conditions": cond,
+               # a router folder of benchmarks/random_router.py: a trained router's architecture, random weights
+               "lm_router_weights": "random" if (lm_router / RANDOM_MARKER).is_file() else "trained"}
+    print(f"wrote {write_result(args.result, payload)}")
 
 
 if __name__ == "__main__":
