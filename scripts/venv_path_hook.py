@@ -6,6 +6,11 @@ DVC runs each stage's command (`jouleroute <stage>`) through the shell with the 
 line of a .pth file in site-packages at start-up: with it, the venv's programs (dvc, prefect,
 jouleroute) and their children find the venv's commands first, as `activate` would arrange, without
 changing the user's shell. `make setup` runs this script; it is idempotent.
+
+The same line sends the venv's bytecode to ``.venv/pycache`` (``sys.pycache_prefix``) instead of ``__pycache__``
+folders beside the sources. A study is a DVC repository of its own whose code deps (``../../jouleroute/...``) lie
+outside it, where DVC applies no .dvcignore: a ``__pycache__`` written into them by any import would change their
+hashes, and every study's committed lock would look stale on the machine that ran it.
 """
 
 from __future__ import annotations
@@ -16,13 +21,14 @@ from pathlib import Path
 NAME = "jouleroute-venv-path.pth"
 HOOK = ("import os, sys; d = os.path.dirname(os.path.abspath(sys.executable)) if sys.executable else ''; "
         "p = os.environ.get('PATH', ''); "
-        "os.environ['PATH'] = p if not d or p.split(os.pathsep)[:1] == [d] else d + os.pathsep + p\n")
+        "os.environ['PATH'] = p if not d or p.split(os.pathsep)[:1] == [d] else d + os.pathsep + p; "
+        "sys.pycache_prefix = sys.pycache_prefix or os.path.join(sys.prefix, 'pycache')\n")
 
 
 def main() -> None:
     target = Path(sysconfig.get_paths()["purelib"]) / NAME
     target.write_text(HOOK)
-    print(f"{target}: the venv's bin/ goes first on PATH for the venv's programs")
+    print(f"{target}: the venv's bin/ goes first on PATH for the venv's programs; bytecode in the venv's pycache/")
 
 
 if __name__ == "__main__":
