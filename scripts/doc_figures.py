@@ -13,8 +13,8 @@ markers; this script rewrites what lies between them from where the figure comes
                                       their typed models (jouleroute/energy/config.py)
     layers        docs/architecture.md  the layer table that tests/test_architecture.py enforces
     router-families docs/baselines.md  the family table and the `baselines` section's defaults, from the registry
-    savings       README.md           the saving at the best single model's accuracy on every pool, from each
-                                      pipeline's evaluate metrics (`make run`, `make study`, the study presets)
+    savings       README.md           the deployed point on every pool against the best and the reference single,
+                                      from each pipeline's evaluate metrics (`make run`, `make study`, the presets)
     phase-across-pools README.md      λ* per task of every pool, one figure (docs/phase-across-pools.png), from
                                       each pipeline's evaluate metrics
     data-inventory docs/data.md       every dataset the project reads, from data/manifest.yaml and git ls-files
@@ -276,27 +276,32 @@ def grpo_sweep() -> str:
 
 
 def savings() -> str:
-    """One row per pipeline (the main one and every study): the saving in a user's terms."""
+    """One row per pipeline (the main one and every study): the deployed point, chosen on selection data and
+    scored once on test, against the best and the reference single; the test-chosen share as a hindsight bound."""
     from jouleroute.evaluation.headline import iso_headline
 
-    rows = ["| pool | best single (acc, J/query) | champion | iso-accuracy energy share [95% CI] | "
-            "oracle savings captured | LM router | each task to its best model | oracle | energy |",
-            "|---|---|---|---|---:|---:|---:|---:|---|"]
-    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"
+    rows = ["| pool | best single (test acc, J/query) | reference single (test acc, J/query) | deployed: champion at λ "
+            "| accuracy − best [95% CI], verdict | energy share of best [95% CI] | routing gain vs reference [95% CI] "
+            "| hindsight bound | energy |", "|---|---|---|---|---|---|---|---:|---|"]
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"  # noqa: E731
     for pool, metrics in _evaluated_pipelines():
-        block = metrics.get("iso_accuracy")
-        if not block:
-            continue
-        iso = iso_headline(block)
-        ci = f" [{pct(iso.get('lo'))}, {pct(iso.get('hi'))}]" if "lo" in iso else ""
-        captured = iso.get("captured")
+        dep = metrics.get("deployed")
         label = "embedded default (`make run`)" if pool == "embedded" else f"`{pool}`"
-        rows.append(f"| {label} | {block['best_single']} ({block['best_accuracy']:.3f}, {block['best_j_per_query']:.1f}) | "
-                    f"{iso.get('family', 'n/a')} | {pct(iso.get('share'))}{ci} | "
-                    f"{'n/a' if captured is None else f'{captured:.0f}%'} | {pct(iso.get('lm'))} | "
-                    f"{pct(iso.get('rule'))} | {pct(iso.get('oracle'))} | `{metrics.get('energy_source', '?')}` |")
-    if len(rows) == 2:
-        raise SourceMissing("no pipeline's evaluate metrics here (run `make run` / `make study`)")
+        hindsight = pct(iso_headline(metrics.get("iso_accuracy")).get("share"))
+        if not dep:
+            rows.append(f"| {label} | | | no deployed point | | | | {hindsight} | `{metrics.get('energy_source', '?')}` |")
+            continue
+        ci = lambda name, f: "" if dep[f"{name}_ci_low"] is None else \
+            f" [{f(dep[f'{name}_ci_low'])}, {f(dep[f'{name}_ci_high'])}]"  # noqa: E731
+        signed = lambda x: f"{x:+.3f}"  # noqa: E731
+        rows.append(f"| {label} | {dep['best_single']} ({dep['best_accuracy']:.3f}, {dep['best_j_per_query']:.4g}) "
+                    f"| {dep['reference_single']} ({dep['reference_accuracy']:.3f}, {dep['reference_j_per_query']:.4g}) "
+                    f"| {dep['champion']} at {dep['lam']:.3g} ({dep['accuracy']:.3f}, {dep['j_per_query']:.4g}) "
+                    f"| {signed(dep['accuracy_diff_vs_best'])}{ci('accuracy_diff_vs_best', signed)}, "
+                    f"{dep['noninferiority']} "
+                    f"| {pct(dep['energy_share_of_best'])}{ci('energy_share_of_best', pct)} "
+                    f"| {dep['routing_gain']:.2f}{ci('routing_gain', lambda x: f'{x:.2f}')} "
+                    f"| {hindsight} | `{dep['energy_source']}` |")
     return "\n".join(rows)
 
 

@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 
 from jouleroute.commands.ports import ui_port
+from jouleroute.evaluation.deployed_report import deployed_summary
 from jouleroute.evaluation.headline import headline_rows
 from jouleroute.stages import STAGES
 from jouleroute.stages.context import StageContext
@@ -36,7 +37,11 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
         print(f"  {mark}{label:18s} {path}")
     metrics_path = ctx.path("evaluate_dir") / "metrics.json"
     if metrics_path.exists():
-        rows = headline_rows(json.loads(metrics_path.read_text()), ctx.params.router.lam)
+        metrics = json.loads(metrics_path.read_text())
+        print()
+        for line in deployed_summary(metrics.get("deployed")):
+            print(line)
+        rows = headline_rows(metrics, ctx.params.router.lam)
         print(f"\nheadline (test split; swept routers at their point nearest router.lam={ctx.params.router.lam:g}; "
               f"compact: {rel('headline')}):")
         for line in headline_table(rows):

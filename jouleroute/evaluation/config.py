@@ -5,12 +5,31 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import Field, field_validator
+import numpy as np
+from pydantic import Field, field_validator, model_validator
 
 from jouleroute.strict import StrictModel
 
 # inside the router's default trained grid (router_data.lambdas: 0..2); params validation checks it
 DEFAULT_LAMBDAS = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+
+
+class DecisionGrid(StrictModel):
+    """λ = 0 and ``points - 1`` log-spaced values from ``low`` to ``high``: where a deployed λ may sit."""
+
+    low: float = Field(default=0.001, gt=0.0)
+    high: float = Field(default=2.0, gt=0.0)  # the default trained range's top (router_data.lambdas): servable
+    points: int = Field(default=40, ge=3, le=1000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "DecisionGrid":
+        if self.high <= self.low:
+            raise ValueError(f"evaluate.decision_grid: high ({self.high}) must exceed low ({self.low})")
+        return self
+
+    @property
+    def lambdas(self) -> list[float]:
+        return [0.0] + [float(x) for x in np.geomspace(self.low, self.high, self.points - 1)]
 
 
 class EvaluateConfig(StrictModel):
@@ -43,6 +62,20 @@ class EvaluateConfig(StrictModel):
     # kNN's neighbour evidence in the LM router: the blend weights tried on val (0 = the LM alone, always
     # tried; ties keep it). Empty, or only 0, turns it off. evaluation/knn_evidence.py, docs/router-training.md.
     knn_evidence_weights: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75)
+
+    # The grid the deployed λ is chosen on (evaluation/deployed.py): deciding at another λ costs no inference,
+    # so it is much finer than the trained grid (router_data.lambdas) or the reported sweep (lambdas): λ = 0 and
+    # `points - 1` log-spaced values from `low` to `high`; only those inside the trained range are used (the
+    # gateway serves no λ outside it).
+    decision_grid: DecisionGrid = Field(default_factory=lambda: DecisionGrid())
+    # The deployed point is non-inferior to the best single model when the lower end of the paired CI of its
+    # test accuracy difference is above -noninferiority_margin (docs/metrics.md, "The deployed point", says why 0.03).
+    noninferiority_margin: float = Field(default=0.03, ge=0.0, le=1.0)
+    # Learned baseline families are cross-fitted over this many folds of train+val to choose the deployed λ on
+    # every selection query, not on val alone (1: val alone). The LM router is chosen on val (its cost).
+    selection_folds: int = Field(default=5, ge=1, le=20)
+    # bootstrap resamples of the selection data that measure how stable each choice is (0: not measured)
+    stability_samples: int = Field(default=200, ge=0, le=10_000)
 
     @field_validator("knn_evidence_weights")
     @classmethod

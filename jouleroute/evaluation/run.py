@@ -245,11 +245,14 @@ def run_evaluate(
     run=None,
     selection: dict | None = None,
     energy: EnergyPolicy = EnergyPolicy(),
+    deployment: dict | None = None,
 ) -> EvaluationResult:
     """Evaluate ``runs`` on split ``cfg.split``; write outputs under ``out_dir``; log into ``run`` (the stage's
     MLflow run, ``tracking.StageRun``) when given. ``run_tags``: the provenance written into the report.
     ``selection``: the champion chosen on val (selection.py), reported beside the test figures.
-    ``energy`` (params ``energy_policy``): the energy column compared, and whether sources may mix."""
+    ``energy`` (params ``energy_policy``): the energy column compared, and whether sources may mix.
+    ``deployment``: the deployed point's choices on selection data (evaluation/deployment.py); ``runs`` then
+    holds its test decisions as the router ``deployed``, scored against the best and the reference single."""
     from jouleroute.evaluation.report import clean, write_outputs  # matplotlib import only when writing
 
     profile = pd.read_parquet(profile) if isinstance(profile, (str, Path)) else profile
@@ -260,16 +263,18 @@ def run_evaluate(
     report["energy_policy"] = energy.model_dump(mode="json")
     report["provenance"] = dict(run_tags or {})
     if selection:
-        report["selection"] = clean({k: v for k, v in selection.items() if k != "target"})
+        report["selection"] = clean(selection)
         champion = selection.get("winner", {}).get("family")
-        if selection.get("target"):  # a target instead of a λ: chosen on val, met (or not) on test
-            from jouleroute.evaluation.target import on_test
-
-            report["target"] = clean({**selection["target"], "family": champion,
-                                      "test": on_test(report, champion, selection["target"])})
-        if champion in report["iso_accuracy"]["policies"]:  # the champion's test saving, as its family's
+        if champion in report["iso_accuracy"]["policies"]:  # the champion's hindsight bound, as its family's
             report["iso_accuracy"]["champion"] = {"family": champion, "name": selection["winner"].get("name"),
                                                   **report["iso_accuracy"]["policies"][champion]}
+    if deployment:
+        from jouleroute.evaluation.deployed import DEPLOYED, deployed_block
+
+        run_of = next(r for r in runs if r.name == DEPLOYED)
+        report["deployed"] = clean(deployed_block(matrix, run_of, deployment, VIEWS[report["headline_view"]],
+                                                  cfg.noninferiority_margin, cfg.bootstrap_samples, cfg.confidence,
+                                                  cfg.seed))
     metrics, paths = write_outputs(report, Path(out_dir), cfg)
     result = EvaluationResult(metrics=metrics, report=report, paths=paths)
     if run is not None:

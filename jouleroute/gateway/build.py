@@ -96,9 +96,9 @@ def check_registry(p: Params, root: Path, record: dict) -> None:
 
 
 def champion_router(p: Params, root: Path, meter: Meter) -> GatewayRouter | None:
-    """The champion saved by the evaluate stage in this workspace, loaded as fitted and served at the λ it
-    was evaluated at (or the λ that meets ``router.target`` on its val sweep); ``None`` when the workspace
-    has none."""
+    """The champion saved by the evaluate stage in this workspace, loaded as fitted and served at its deployed λ
+    (chosen on selection data for the default target, evaluation/deployed.py), or at the λ that meets an explicit
+    ``router.target`` on its selection sweep; ``None`` when the workspace has none."""
     from jouleroute.routing.champion import read_champion
 
     folder = champion_dir(p, root)
@@ -109,6 +109,9 @@ def champion_router(p: Params, root: Path, meter: Meter) -> GatewayRouter | None
     lam, family = float(record["lam"]), record["family"]
     if p.router.target is not None:
         lam = target_lam(p, record.get("val_sweep"), folder)
+    elif record.get("lam_chosen_by"):  # the deployed point: the λ evaluate chose on selection data
+        logger.info("serving the deployed point: λ=%g, chosen on selection data for router.target %s", lam,
+                    record["lam_chosen_by"])
     elif lam != p.router.lam:
         logger.warning("the champion was evaluated at λ=%g and is served there; params say router.lam=%g (rerun "
                        "`dvc repro evaluate` to deploy that)", lam, p.router.lam)

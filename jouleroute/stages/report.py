@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from jouleroute.evaluation.report import comparison_lines, selection_lines
+from jouleroute.evaluation.deployed_report import deployed_lines
+from jouleroute.evaluation.report import comparison_lines
+from jouleroute.evaluation.selection_report import selection_lines
 from jouleroute.evaluation.task_table import load_model_cards, per_task_table, task_winners
 from jouleroute.stages.context import StageContext
 from jouleroute.training.budget import budget_section
@@ -59,6 +61,7 @@ def report_stage(ctx: StageContext) -> Path:
         *task_lines,
         "",
         "## The router on this pool",
+        *deployed_lines(report.get("deployed"), report["views"][report["headline_view"]]["energy_source"]),
         "",
         *headline,
         "",

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jouleroute.evaluation.report import (comparison_lines, iso_accuracy_lines, savings_note, selection_lines,
-                                         target_lines)
+from jouleroute.evaluation.deployed_report import deployed_lines
+from jouleroute.evaluation.report import comparison_lines, iso_accuracy_lines, savings_note
+from jouleroute.evaluation.selection_report import selection_lines
 from jouleroute.stages.context import StageContext
 from jouleroute.routing.families import learned_families
 from jouleroute.training.budget import budget_section
@@ -41,6 +42,7 @@ def study_report_stage(ctx: StageContext) -> Path:
         f"**Every energy figure here is `{source}`**: " + origin,
         "",
         f"Scored on {report['n_queries']} `{report['split']}` queries; view: `{view}`.",
+        *deployed_lines(report.get("deployed"), source),
         "",
         "## The pool",
         "",
@@ -65,8 +67,7 @@ def study_report_stage(ctx: StageContext) -> Path:
     lines += ["", savings_note(report, view)]
     lines += ["", "## Targets", ""] + _targets(report, routers, singles, best_name, view)
     lines += comparison_lines(report.get("aiq_difference"))  # LM − each baseline, paired-bootstrap CI
-    lines += iso_accuracy_lines(report.get("iso_accuracy"))  # energy at the best single's accuracy, oracle share
-    lines += target_lines(report.get("target"))  # router.target: the λ val chose, and how test met it
+    lines += iso_accuracy_lines(report.get("iso_accuracy"))  # hindsight: chosen on test, the deployed point's bound
     lines += selection_lines(report.get("selection"))  # which family won on val, by how much
     lines += _lm_mix(report, view, out.with_name(f"{out.stem}-lm-mix.png"), ctx.root)
     lines += _heldout(ctx.path("grpo_dir") / "metrics.json")

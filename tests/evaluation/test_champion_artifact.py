@@ -1,10 +1,12 @@
 """The champion is an artifact: the evaluate stage saves the router it chose as fitted, with the deployed λ
-(``router.lam``), and the gateway loads it, never refitting, and decides the test queries exactly as evaluate
+(chosen on selection data, evaluation/deployed.py), and the gateway loads it, never refitting, and decides the test queries exactly as evaluate
 did at that λ. The real evaluate stage on the small synthetic profile of test_selection.py (real kNN/MLP/MF,
 hashing embedder), with a train subsample (``baselines.max_train_queries``) that a refit ignoring it would miss.
 """
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import pytest
@@ -26,7 +28,7 @@ def test_the_gateway_serves_evaluates_champion_as_fitted_at_the_deployed_lambda(
     profile, queries = _data()
     ctx = _stage_repo(tmp_path, profile, queries)
     params = yaml.safe_load(ctx.params_path.read_text())
-    params["router"] = {"lam": 1.0}
+    params["router"] = {"lam": 1.0, "target": {"energy_share": 0.5}}  # a deployed point that mixes the models
     params["baselines"]["max_train_queries"] = 40
     ctx.params_path.write_text(yaml.safe_dump(params))
     ctx = StageContext(load_params(ctx.params_path), tmp_path, ctx.params_path)
@@ -35,7 +37,9 @@ def test_the_gateway_serves_evaluates_champion_as_fitted_at_the_deployed_lambda(
     folder = ctx.path("evaluate_dir") / "champion"
     record = read_champion(folder)
     assert record["family"] == selection["winner"]["family"] in {"knn", "mlp", "mf"}
-    assert record["lam"] == 1.0 and (folder / "router.pkl").is_file()
+    deployed = json.loads((ctx.path("evaluate_dir") / "report.json").read_text())["deployed"]
+    assert record["lam"] == deployed["lam"] and record["lam_chosen_by"] == "energy_share"  # not router.lam
+    assert (folder / "router.pkl").is_file()
     expected = pd.read_parquet(folder / DECISIONS)
 
     def refit(*args, **kwargs):
@@ -43,7 +47,7 @@ def test_the_gateway_serves_evaluates_champion_as_fitted_at_the_deployed_lambda(
 
     monkeypatch.setattr(LearnedRouter, "fit", refit)
     served = build_router(ctx.params, GatewayConfig(), tmp_path, make_meter(ctx.params.energy))
-    assert served.name == record["family"] and served.default_lam == pytest.approx(1.0)
+    assert served.name == record["family"] and served.default_lam == pytest.approx(deployed["lam"])
     test = queries[queries["split"] == "test"].set_index("query_id").loc[expected["query_id"]]
     ranked = served.rank([Query(q, t, served.default_lam) for q, t in zip(test["question"], test["task"])])
     assert [r.ranking[0] for r in ranked] == list(expected["candidate_id"])
@@ -51,14 +55,15 @@ def test_the_gateway_serves_evaluates_champion_as_fitted_at_the_deployed_lambda(
 
 
 def test_no_champion_leaves_no_stale_artifact(tmp_path):
-    from jouleroute.stages.evaluate import save_champion_artifact
-
-    folder = tmp_path / "artifacts" / "evaluate" / "champion"
+    """Without val rows no champion is chosen: the stage clears the folder, so no stale router is served."""
+    profile, queries = _data()
+    ctx = _stage_repo(tmp_path, profile, queries)
+    (ctx.path("router_data_dir") / "val.jsonl").unlink()
+    folder = ctx.path("evaluate_dir") / "champion"
     folder.mkdir(parents=True)
-    (folder / "champion.json").write_text("{}")
-    ctx = StageContext(load_params(_write(tmp_path)), tmp_path, tmp_path / "params.yaml")
     (folder / "router.pkl").write_bytes(b"stale")
-    assert save_champion_artifact(ctx, None, {}, {}, (None, None), None, pd.DataFrame(), None) is None
+    report = evaluate_stage(ctx).report
+    assert "deployed" not in report and "selection" not in report
     assert sorted(p.name for p in folder.iterdir()) == ["champion.json"]  # still there: a DVC output
     assert read_champion(folder) is None
 

@@ -81,4 +81,4 @@ def test_evaluate_reports_the_saving_in_metrics_and_markdown(synthetic, tmp_path
     assert util["energy_share"] == pytest.approx(min(ok) / single["j_per_query"])
     assert [util["energy_share_ci_low"], util["energy_share_ci_high"]] == util["energy_share_ci"]  # MLflow: scalars
     assert block["champion"]["family"] == "util" and block["champion"]["energy_share"] == util["energy_share"]
-    assert "## The saving at the best single model's accuracy" in (tmp_path / "report.md").read_text()
+    assert "## Hindsight bound: the saving at the best single model's test accuracy" in (tmp_path / "report.md").read_text()

@@ -15,7 +15,8 @@ from jouleroute.gateway.app import create_app
 from jouleroute.gateway.build import build_gateway
 from jouleroute.gateway.config import GatewayRouterConfig
 from jouleroute.routing.lm.spec import RouterSpec
-from jouleroute.stages.evaluate import register
+from jouleroute.evaluation.champion import register
+from jouleroute.stages.evaluate import registry_provenance
 from tests.conftest import tiny_router_base
 from tests.gateway.conftest import CANDIDATES, ENERGY_J, LiveServer
 from tests.gateway.test_champion import _params, save_champion
@@ -44,7 +45,7 @@ def test_a_blended_champion_is_served_as_the_lm_router_with_knn(tmp_path, upstre
     client = MlflowClient(tracking_uri=ctx.tracking_uri)
     run_id = client.create_run(experiment_id(client, ctx.tracking_uri, "jouleroute"), run_name="evaluate").info.run_id
     save_champion(ctx, selection, run_id)
-    register(ctx, selection, run_id)
+    register(selection, ctx.params.router.lam, run_id, ctx.tracking_uri, "jouleroute", registry_provenance(ctx))
 
     gateway = build_gateway(ctx.params, ctx.root)
     blend = gateway.router.router

@@ -18,7 +18,8 @@ from jouleroute.evaluation.selection import Contender, select
 from jouleroute.gateway.app import create_app
 from jouleroute.gateway.build import build_gateway
 from jouleroute.stages.context import StageContext
-from jouleroute.stages.evaluate import register
+from jouleroute.evaluation.champion import register
+from jouleroute.stages.evaluate import registry_provenance
 from jouleroute.tracking import champion
 from tests.gateway.conftest import LiveServer, synthetic_profile
 
@@ -76,7 +77,8 @@ def test_serve_picks_the_registered_champion_by_default(tmp_path, upstream_urls,
     client = MlflowClient(tracking_uri=ctx.tracking_uri)
     run_id = client.create_run(experiment_id(client, ctx.tracking_uri, "jouleroute"), run_name="evaluate").info.run_id
     save_champion(ctx, selection, run_id)
-    register(ctx, selection, run_id, ctx.path("evaluate_dir") / "champion")
+    register(selection, ctx.params.router.lam, run_id, ctx.tracking_uri, "jouleroute", registry_provenance(ctx),
+             ctx.path("evaluate_dir") / "champion")
     found = champion(ctx.tracking_uri, "jouleroute")
     artifacts = {f.path for f in client.list_artifacts(run_id, "champion")}
     assert {"champion/champion.json", "champion/router.pkl"} <= artifacts  # the alias points at the artifact
@@ -101,8 +103,8 @@ def test_serve_picks_the_registered_champion_by_default(tmp_path, upstream_urls,
     # another run's champion in the registry (an `exp apply` of an older run): the workspace's is served
     store = MlflowClient(tracking_uri=ctx.tracking_uri)
     other = store.create_run(experiment_id(store, ctx.tracking_uri, "jouleroute"), run_name="evaluate").info.run_id
-    register(ctx, select(contenders[:1], "max", 24) | {"registered_model": "jouleroute-champion",
-                                                       "alias": "champion"}, other)
+    register(select(contenders[:1], "max", 24) | {"registered_model": "jouleroute-champion", "alias": "champion"},
+             ctx.params.router.lam, other, ctx.tracking_uri, "jouleroute", registry_provenance(ctx))
     with caplog.at_level("WARNING", logger="jouleroute.gateway.build"):
         assert build_gateway(ctx.params, ctx.root).router.name == "knn"
     assert "is not this workspace's" in caplog.text

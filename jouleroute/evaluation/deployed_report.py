@@ -1,0 +1,119 @@
+"""The deployed point in metrics.json (flat, for `dvc metrics` and MLflow) and in the reports (for people)."""
+
+from __future__ import annotations
+
+from jouleroute.evaluation.formatting import fmt as _f
+
+FIGURES = ("accuracy_diff_vs_best", "energy_share_of_best", "accuracy_diff_vs_reference", "routing_gain")
+
+
+def deployed_metrics(block: dict, energy_source: str) -> dict:
+    """metrics.json's ``deployed``: the choices, their stability, and the test figures with their CIs as scalars."""
+    test, singles = block["test"], block["singles"]
+    stability = {**singles.get("stability", {}), **block.get("stability", {})}
+    out = {"champion": block["champion"], "family": block["family"], "lam": block["lam"],
+           "chosen_by": block["chosen_by"], "met_on_selection": block["met_on_selection"],
+           "selection_data": block["selection_sweep"]["data"],
+           "n_selection_queries": block["selection_sweep"]["n_queries"],
+           "best_single": singles["best_single"]["candidate"], "reference_single": singles["reference_single"]["candidate"],
+           "stability": {k: v for k, v in stability.items() if k != "samples"},
+           "accuracy": test["accuracy"], "j_per_query": test["j_per_query"],
+           "best_accuracy": test["best_accuracy"], "best_j_per_query": test["best_j_per_query"],
+           "reference_accuracy": test["reference_accuracy"], "reference_j_per_query": test["reference_j_per_query"],
+           "noninferiority_margin": test["noninferiority_margin"], "noninferiority": test["noninferiority"],
+           "within_margin": test["within_margin"], "shortfall": test["shortfall"], "routing": test["routing"],
+           "energy_source": energy_source, "view": test["view"], "n_test_queries": test["n_queries"]}
+    for name in FIGURES:
+        out[name] = test[name]
+        ci = test.get(f"{name}_ci")
+        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = (ci if ci else (None, None))
+    models = test.get("models_only")
+    if models:  # the router's choices alone, before its own cost
+        ci = models["routing_gain_ci"] or (None, None)
+        out |= {"routing_gain_models_only": models["routing_gain"], "routing_gain_models_only_ci_low": ci[0],
+                "routing_gain_models_only_ci_high": ci[1]}
+    return out
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _ci(ci, pct: bool = False, sign: bool = False) -> str:
+    if not ci:
+        return "n/a"
+    fmt = (lambda x: f"{100 * x:.1f}%") if pct else (lambda x: f"{x:+.3f}" if sign else f"{x:.3f}")
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
+    """The headline section of report.md and of every study page: what was chosen on selection data, and the
+    deployed point scored once on test against the best and the reference single."""
+    if not block:
+        return ["", "## The deployed point", "", "No deployed point: no champion was chosen on val, or it cannot be "
+                "scored here (report.json's `selection`)."]
+    test, singles, sweep = block["test"], block["singles"], block["selection_sweep"]
+    best, ref = singles["best_single"], singles["reference_single"]
+    stab = {**singles.get("stability", {}), **block.get("stability", {})}
+    stable = lambda key: f" (same choice in {_pct(stab[key])} of {stab['samples']} resamples)" if key in stab else ""
+    goal = {"iso_accuracy": f"accuracy at least the best single's minus {singles['tolerance']:g}",
+            "accuracy_floor": f"accuracy at least {block['floor_or_share']:.3f}",
+            "energy_share": f"at most {block['floor_or_share']:.0%} of the best single's energy"}[block["chosen_by"]]
+    met = ("meets it on selection data" if block["met_on_selection"] else
+           f"**no λ meets it on selection data** ({block['reason']}); the closest λ is deployed")
+    lines = ["", "## The deployed point", "",
+             f"Chosen on selection data only ({singles['n_queries']} train and val queries for the singles; the "
+             f"champion's sweep over {len(sweep['lam'])} λ on {sweep['n_queries']} queries, {sweep['data']}); "
+             f"test scores each choice once (docs/metrics.md, \"The deployed point\").", "",
+             f"- Best single: `{best['candidate']}` ({best['accuracy']:.3f} on selection){stable('best_single')}.",
+             f"- Reference single, the cheapest within {singles['tolerance']:g} of it: `{ref['candidate']}` "
+             f"({ref['accuracy']:.3f} at {ref['j_per_query']:.4g} J/query on selection){stable('reference_single')}.",
+             f"- Champion `{block['champion']}` at λ = {block['lam']:.4g}, the target ({goal}) {met}"
+             f"{stable('lam')}.", "",
+             f"On test ({test['n_queries']} queries, {test['confidence']:.0%} paired-bootstrap intervals over "
+             f"{test['samples']} resamples, `{test['view']}` view, energy **{energy_source}**"
+             + ("" if test["overhead_metered"] else "; the router's own cost was not metered for this point")
+             + "):", "",
+             f"| policy | accuracy | J/query [{energy_source}] |", "|---|---:|---:|",
+             f"| **deployed** ({block['champion']}, λ={block['lam']:.4g}) | {test['accuracy']:.3f} "
+             f"| {test['j_per_query']:.4g} |",
+             f"| best single `{best['candidate']}` | {test['best_accuracy']:.3f} | {test['best_j_per_query']:.4g} |",
+             f"| reference single `{ref['candidate']}` | {test['reference_accuracy']:.3f} "
+             f"| {test['reference_j_per_query']:.4g} |", "",
+             f"- Accuracy vs the best single: {test['accuracy_diff_vs_best']:+.3f} "
+             f"{_ci(test['accuracy_diff_vs_best_ci'], sign=True)}: **{test['noninferiority']}** at the margin "
+             f"{test['noninferiority_margin']:g}"
+             + ("" if test["within_margin"] else f"; the point estimate falls short of it by {test['shortfall']:.3f}")
+             + ".",
+             f"- Energy share of the best single: **{_pct(test['energy_share_of_best'])}** "
+             f"{_ci(test['energy_share_of_best_ci'], pct=True)}.",
+             f"- Routing gain (J/query of the deployed point over the reference single's): "
+             f"**{_f(test['routing_gain'])}** {_ci(test['routing_gain_ci'])}, accuracy "
+             f"{test['accuracy_diff_vs_reference']:+.3f} {_ci(test['accuracy_diff_vs_reference_ci'], sign=True)} "
+             f"against it: {test['routing']}."]
+    models = test.get("models_only")
+    if models:
+        lines.append(f"- The models' energy alone (the router's own cost left out): {_pct(models['energy_share_of_best'])}"
+                     f" of the best single's, routing gain {_f(models['routing_gain'])} {_ci(models['routing_gain_ci'])}"
+                     f": {models['routing']}.")
+    return lines
+
+
+def deployed_summary(dep: dict | None) -> list[str]:
+    """`jouleroute where`'s first lines: the deployed point and its figures, from metrics.json's ``deployed``."""
+    if not dep:
+        return ["deployed point: none (no champion chosen on val, or it cannot be scored here: rerun evaluate)"]
+    ci = lambda name, scale=1.0: ("" if dep[f"{name}_ci_low"] is None else  # noqa: E731
+                                  f" [{scale * dep[f'{name}_ci_low']:.3g}, {scale * dep[f'{name}_ci_high']:.3g}]")
+    src = dep["energy_source"]
+    met = "" if dep["met_on_selection"] else " (no λ met the target on selection data: the closest is deployed)"
+    return [f"deployed point (what `jouleroute serve` serves): {dep['champion']} at λ={dep['lam']:.4g}, chosen by "
+            f"{dep['chosen_by']} on {dep['n_selection_queries']} selection queries ({dep['selection_data']}){met}",
+            f"  on {dep['n_test_queries']} test queries: accuracy {dep['accuracy']:.3f}, "
+            f"{dep['accuracy_diff_vs_best']:+.3f}{ci('accuracy_diff_vs_best')} vs best single "
+            f"{dep['best_single']} ({dep['noninferiority']} at margin {dep['noninferiority_margin']:g})",
+            f"  energy {dep['j_per_query']:.4g} J/query [{src}] = {100 * dep['energy_share_of_best']:.1f}%"
+            f"{ci('energy_share_of_best', 100.0)}% of the best single's",
+            f"  routing gain over the reference single {dep['reference_single']} "
+            f"({dep['reference_accuracy']:.3f} at {dep['reference_j_per_query']:.4g} J/query [{src}]): "
+            f"{dep['routing_gain']:.3f}{ci('routing_gain')}: {dep['routing']}"]
