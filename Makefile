@@ -40,13 +40,6 @@ $(STAMP): pyproject.toml
 	PYTHONWARNINGS=ignore $(PY) -m pip install -qq -e '.[dev]'
 	@touch $@
 
-# DVC runs stage commands with the caller's PATH: this .pth hook lets `.venv/bin/dvc repro` and
-# `.venv/bin/dvc exp run` find the venv's `jouleroute` without an activated venv (scripts/venv_path_hook.py).
-PATH_HOOK := $(VENV)/.jouleroute-path-hook
-$(PATH_HOOK): $(STAMP) scripts/venv_path_hook.py
-	@$(PY) scripts/venv_path_hook.py >/dev/null
-	@touch $@
-
 # The browser tests drive Debian's headless Chromium: installed here when it is missing and this can
 # (root with apt); otherwise they skip with that reason, and `.ci/run` makes a missing browser a failure.
 browser:
@@ -57,7 +50,8 @@ browser:
 # The data root (paths.data_root, docs/data.md): external data is copied from ../shared/data when it is beside
 # the project, else from the original URLs, every file checked against data/manifest.yaml. A dataset no source
 # has is named in one line here; `make run` then refuses before any stage runs.
-setup: $(STAMP) $(PATH_HOOK) browser
+setup: $(STAMP) browser
+	@rm -f $(VENV)/.jouleroute-path-hook $(VENV)/lib/python*/site-packages/jouleroute-venv-path.pth  # an older venv's start-up hook
 	@test -d .dvc || $(BIN)/dvc init -q
 	@$(BIN)/jouleroute --no-progress data fetch --setup
 
@@ -69,7 +63,8 @@ run: setup
 
 # The replay study (README "Replay study"): RouterBench outcomes, modelled energy.
 # STUDY=zeroeval-math or STUDY=cruxeval: the public-pool studies (docs/replay.md "Public pools"), same stages.
-# A study is a DVC repository of its own (studies/<name>/.dvc): `repro` runs DVC there, and its outputs stay in its folder.
+# A study is a pipeline of the one DVC repository: `repro` runs `dvc repro studies/<name>/dvc.yaml` from the root;
+# its dvc.lock, metrics.json and outputs (studies/<name>/artifacts/) stay in its folder.
 STUDY ?= replay
 study: setup
 	$(BIN)/jouleroute --params studies/$(STUDY)/params.yaml repro
@@ -127,4 +122,4 @@ prefect-server-stop: setup
 	$(BIN)/jouleroute-flow server stop
 
 clean:
-	rm -rf artifacts mlruns .dvc/cache dvc.lock studies/*/artifacts  # a study's outputs are in its folder
+	rm -rf artifacts mlruns .dvc/cache dvc.lock studies/*/artifacts

@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT))  # run as a script: the checkout's jouleroute, who
 from jouleroute.stages.table import stage_order  # noqa: E402  (the one list of stages: dvc.yaml)
 
 STAGES = tuple(stage_order(ROOT / "dvc.yaml"))
-STUDY = ROOT / "studies/replay"  # a DVC repository of its own: its stages run there
+STUDY = "studies/replay/dvc.yaml"
 # the study reuses the main pipeline's `models` stage (the router's base model), then runs its own
-STUDY_STAGES = ("models", *(f"studies/replay:{name}" for name in stage_order(STUDY / "dvc.yaml")))
+STUDY_STAGES = ("models", *(f"{STUDY}:{name}" for name in stage_order(ROOT / STUDY)))
 
 
 def main() -> int:
@@ -53,10 +53,9 @@ def main() -> int:
         if done.returncode != 0:
             return done.returncode
     for stage in stages:
-        repo, _, name = stage.rpartition(":")  # `studies/replay:sft` runs in the study's own DVC repository
-        cmd = [dvc, "repro", "--single-item", name] + (["--force"] if args.force else [])
+        cmd = [dvc, "repro", "--single-item", stage] + (["--force"] if args.force else [])
         started = time.perf_counter()
-        done = subprocess.run(cmd, cwd=ROOT / repo, env=env)
+        done = subprocess.run(cmd, cwd=ROOT, env=env)
         timings[stage] = round(time.perf_counter() - started, 1)
         print(f"{stage:12s} {timings[stage]:8.1f} s", flush=True)
         if done.returncode != 0:

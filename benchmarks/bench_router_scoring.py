@@ -150,7 +150,7 @@ def main() -> None:
                         help="a shorter query budget for the fast router (measurement only: it changes training)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    params = load_params(STUDY, ROOT)
+    params = load_params(STUDY)
     layers = args.layers if args.layers is not None else params.sft.router_layers
     quantize = args.quantize or params.router.quantize
     precision = args.precision or params.router.precision

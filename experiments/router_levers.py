@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
                              "(bfloat16 weights and activations); each adds a pass per router")
     args = parser.parse_args(argv)
     root = args.root.resolve()
-    p = load_params(root / args.params, root)
+    p = load_params(root / args.params)
     profile = pd.read_parquet(p.paths.resolve("profile", root))
     queries = pd.read_parquet(p.paths.resolve("queries", root))
     lambdas, norm = list(p.evaluate.lambdas), p.energy_policy.norm

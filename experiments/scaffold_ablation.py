@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None, help="the page to write (default docs/scaffold-ablation.md)")
     args = parser.parse_args(argv)
     root = args.root.resolve()
-    params = load_params(root / args.params, root)
+    params = load_params(root / args.params)
     paths = params.paths
     profile = pd.read_parquet(root / paths.profile)
     queries = pd.read_parquet(root / paths.queries)

@@ -22,7 +22,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed
 
 from flows.lock import pipeline_lock
-from flows.stages import choose, dvc_repo_of, dvc_yaml_for, stage_order, target
+from flows.stages import choose, dvc_yaml_for, stage_order, target
 from jouleroute.offline import set_offline_defaults
 from flows.tasks.stage import BIN, StageError, dvc_stage, stage_env, stage_error, stream
 from flows.tasks.version import stage_version
@@ -65,7 +65,6 @@ def run_stages(params_path: str, root: str, stages: list[str] | None, dask_addre
     root_path = Path(root).resolve()
     params = Path(params_path) if Path(params_path).is_absolute() else root_path / params_path
     dvc_yaml = dvc_yaml_for(params, root_path)
-    repo = str(dvc_repo_of(dvc_yaml, root_path))  # a study is a DVC repository of its own: DVC runs there
     chosen = choose(stage_order(dvc_yaml), stages, dvc_yaml)
     if "tournament" in chosen and not (dask_address or dask_workers):
         from jouleroute.config import ParamsError, load_params
@@ -78,7 +77,7 @@ def run_stages(params_path: str, root: str, stages: list[str] | None, dask_addre
     with pipeline_lock(root_path, logger):
         for name in chosen:
             stage_target = target(root_path, dvc_yaml, name)
-            version, ingredients = stage_version(repo, stage_target)  # at run time: the code and params now
+            version, ingredients = stage_version(root_path, stage_target)  # at run time: the code and params now
             logger.info("%s: version %s from %d deps and %d params", name, version, len(ingredients["deps"]),
                         len(ingredients["params"]))
             if name == "tournament" and (dask_address or dask_workers):
@@ -87,7 +86,7 @@ def run_stages(params_path: str, root: str, stages: list[str] | None, dask_addre
                                return_state=True)
             else:
                 runner = versioned(dvc_stage, name, version)
-                state = runner(name, repo, stage_target, return_state=True)
+                state = runner(name, str(root_path), stage_target, return_state=True)
             if state.is_failed():
                 error = state.result(raise_on_failure=False)
                 message = str(error) if isinstance(error, BaseException) else (state.message or f"stage {name} failed")

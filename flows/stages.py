@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jouleroute.stages.table import dvc_repo_of, dvc_yaml_for, stage_order, target
+from jouleroute.stages.table import dvc_yaml_for, stage_order, target
 
-__all__ = ["UnknownStage", "choose", "dvc_repo_of", "dvc_yaml_for", "stage_order", "target"]
+__all__ = ["UnknownStage", "choose", "dvc_yaml_for", "stage_order", "target"]
 
 
 class UnknownStage(ValueError):

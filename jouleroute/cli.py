@@ -69,7 +69,7 @@ def split_forwarded(argv: list[str]) -> tuple[list[str], list[str]]:
     cannot forward ``repro -f evaluate``: it reads ``-f`` as an unknown option of its own."""
     i = 0
     while i < len(argv) and argv[i].startswith("-"):  # options before the command
-        i += 2 if argv[i] in ("--params", "-C") else 1
+        i += 2 if argv[i] == "--params" else 1
     if i >= len(argv) or argv[i] != "repro":
         return argv, []
     own, forwarded = argv[:i + 1], []
@@ -95,9 +95,6 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common_options(parser)
-    parser.add_argument("-C", dest="directory", metavar="DIR",
-                        help="run as if started in DIR (as `git -C`): a study's stages run `jouleroute -C ../.. "
-                             "--params studies/x/params.yaml STAGE` from its own folder, a DVC repository of its own")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, summary, details) in {**STAGES, **COMMANDS}.items():
         sp = sub.add_parser(name, help=summary, description=f"{summary}\n\n{details}",
@@ -140,12 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     set_offline_defaults()
     own, forwarded = split_forwarded(list(sys.argv[1:] if argv is None else argv))
-    parser = build_parser()
-    args = parser.parse_args(own)
-    if args.directory:
-        if not os.path.isdir(args.directory):
-            parser.error(f"-C {args.directory}: no such folder")
-        os.chdir(args.directory)
+    args = build_parser().parse_args(own)
     if forwarded:
         args.dvc_args = forwarded
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,

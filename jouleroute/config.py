@@ -169,15 +169,9 @@ def moved_keys(raw: dict) -> list[str]:
 
 
 def load_params(path: str | Path = "params.yaml", root: str | Path | None = None) -> Params:
-    """The typed params of ``path``. With ``root`` (where the stages run), its `paths:` are made relative to
-    ``root`` from the file's pipeline folder (jouleroute.paths.rooted: a study's are relative to its folder)."""
-    path = Path(path)
-    params = _validated(path)
-    if root is None:
-        return params
-    from jouleroute.paths import rooted
-
-    return params.model_copy(update={"paths": rooted(params.paths, path, Path(root))})
+    """The typed params of ``path``. Its `paths:` are relative to the project root, as in every params file
+    (``root`` is unused: scripts/doc_figures.py still passes it)."""
+    return _validated(Path(path))
 
 
 def _validated(path: Path) -> Params:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from jouleroute.strict import StrictModel
@@ -17,8 +16,8 @@ def artifact(*parts: str) -> str:
 
 
 class PathsConfig(StrictModel):
-    """Every artifact location, relative to the pipeline's folder (its DVC working directory): the repository root
-    for params.yaml and its copies, a study's own folder for the params.yaml beside its dvc.yaml (``rooted``)."""
+    """Every artifact location, relative to the project root, in every params file (the main one, a study's, a pool's,
+    a copy): the stages run there, a study's too (its dvc.yaml's ``wdir``)."""
 
     # external data (taken from public repositories): never committed; `jouleroute data fetch` fills it
     # (docs/data.md), checked against the committed manifest. The benchmark tasks are read from data_dir,
@@ -49,31 +48,6 @@ class PathsConfig(StrictModel):
 
     def resolve(self, name: str, root: Path) -> Path:
         return (root / getattr(self, name)).resolve()
-
-
-def pipeline_folder(params_path: Path, root: Path) -> Path:
-    """The folder ``params_path``'s `paths:` are relative to, DVC's working directory for its pipeline: the folder
-    beside it when that holds a dvc.yaml and is a DVC repository of its own (a study's or a pool's; a copy beside
-    it reads the same), else the repository root (params.yaml, its copies, a dvc.yaml run by the root's DVC)."""
-    here = params_path.resolve().parent
-    own_repo = (here / "dvc.yaml").is_file() and (here / ".dvc").is_dir()
-    return here if own_repo else root.resolve()
-
-
-def rooted(paths: PathsConfig, params_path: Path, root: Path) -> PathsConfig:
-    """``paths`` relative to ``root``, where the stages run, from the pipeline folder of ``params_path``. A study
-    writes ``queries: artifacts/queries.parquet`` (as its dvc.yaml does): ``studies/x/artifacts/queries.parquet``.
-    The shared inputs and caches (SHARED_PATHS) it does not set stay the repository's."""
-    folder = pipeline_folder(params_path, root)
-    if folder == root.resolve():
-        return paths
-    update = {}
-    for key in type(paths).model_fields:
-        value = getattr(paths, key)
-        if Path(value).is_absolute() or (key in SHARED_PATHS and key not in paths.model_fields_set):
-            continue
-        update[key] = Path(os.path.relpath(folder / value, root.resolve())).as_posix()
-    return paths.model_copy(update=update)
 
 
 def relative_to(path: Path, root: Path) -> str:

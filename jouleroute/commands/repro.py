@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from jouleroute.paths import relative_to
+from jouleroute.stages import StageFailed
 from jouleroute.stages.context import StageContext
 
 
@@ -38,39 +40,44 @@ def dvc_env() -> dict[str, str]:
 
 
 def repro_command(ctx: StageContext, args: argparse.Namespace) -> int:
-    """``dvc repro [ARGS...]`` once the params file is valid and the data root holds every dataset it reads;
-    returns dvc's exit status (1, before any stage runs, when a dataset is missing). A params copy drives no
-    dvc.yaml (dvc.yaml's stages read params.yaml): refused in one line rather than running params.yaml."""
+    """``dvc repro [ARGS...]`` from the root (``targeted``: a study's dvc.yaml first when ARGS name no target) once
+    the params file is valid and the data root holds every dataset it reads; returns dvc's exit status (1, before
+    any stage runs, when a dataset is missing). A params copy drives no dvc.yaml (dvc.yaml's stages read
+    params.yaml): refused in one line rather than running params.yaml."""
     from jouleroute.commands.data import missing_line, missing_required
 
     if ctx.namespace is not None:
         print(f"jouleroute repro: {ctx.params_path.name} is a params copy, and dvc.yaml's stages read params.yaml: "
-              f"run its stages one by one (`jouleroute --params {ctx.params_path.name} prepare`, ...), or give it a "
-              "pipeline of its own, a folder with params.yaml and dvc.yaml (docs/your-own-pool.md)", file=sys.stderr)
+              f"run its stages one by one (`jouleroute --params {relative_to(ctx.params_path, ctx.root)} prepare`, ...), "
+              "or give it a pipeline of its own, a folder with params.yaml and dvc.yaml (docs/your-own-pool.md)",
+              file=sys.stderr)
         return 1
     missing = missing_required(ctx)
     if missing:
         print(f"jouleroute repro: {missing_line(ctx, missing)}", file=sys.stderr)
         return 1
-    repo = dvc_repo(ctx)
-    return subprocess.call([_dvc(), "repro", *in_repo(getattr(args, "dvc_args", []), repo)], cwd=repo, env=dvc_env())
+    argv = targeted(ctx, getattr(args, "dvc_args", []))
+    return subprocess.call([_dvc(), "repro", *argv], cwd=ctx.root, env=dvc_env())
 
 
-def dvc_repo(ctx: StageContext) -> Path:
-    """The DVC repository of the pipeline ``ctx``'s params file drives: the root's, or a study's own (a subrepo)."""
-    from jouleroute.stages.table import dvc_repo_of, dvc_yaml_for
+def pipeline_of(ctx: StageContext) -> str:
+    """The dvc.yaml that ``ctx``'s params file drives, from the root: ``dvc.yaml`` or a study's."""
+    from jouleroute.stages.table import dvc_yaml_for
 
-    return dvc_repo_of(dvc_yaml_for(ctx.params_path, ctx.root), ctx.root)
+    return dvc_yaml_for(ctx.params_path, ctx.root).resolve().relative_to(ctx.root.resolve()).as_posix()
 
 
-def in_repo(argv: list[str], repo: Path) -> list[str]:
-    """DVC arguments given from the working directory (``studies/x/dvc.yaml``, ``studies/x/dvc.yaml:sft``), made
-    relative to ``repo``, where DVC runs; every other argument as it is."""
-    moved = []
-    for arg in argv:
-        path, colon, stage = arg.partition(":")
-        here = Path(path).resolve()
-        if not arg.startswith("-") and path.endswith("dvc.yaml") and here.is_relative_to(repo) and here.exists():
-            arg = here.relative_to(repo).as_posix() + colon + stage
-        moved.append(arg)
-    return moved
+def targeted(ctx: StageContext, argv: list[str], valued: tuple[str, ...] = ()) -> list[str]:
+    """``argv`` (DVC's arguments, an option in ``valued`` taking the next one) as they are, after the pipeline's
+    dvc.yaml when they name no target (DVC's default is the root's dvc.yaml). A study's stage is
+    ``studies/x/dvc.yaml:stage``: a bare stage name would run the main pipeline's, so it is refused."""
+    pipeline, targets, rest = pipeline_of(ctx), [], iter(argv)
+    for arg in rest:
+        if arg in valued:
+            next(rest, None)
+        elif not arg.startswith("-"):
+            targets.append(arg)
+    bare = [t for t in targets if ":" not in t and "/" not in t and not (ctx.root / t).exists()]
+    if pipeline != "dvc.yaml" and bare:
+        raise StageFailed(f"`{bare[0]}` names the main pipeline's stage; this study's is {pipeline}:{bare[0]}")
+    return argv if targets else [pipeline, *argv]

@@ -14,6 +14,7 @@ import yaml
 
 from jouleroute.atomic import atomic_write_text
 from jouleroute.config import Params, load_params
+from jouleroute.paths import relative_to
 from jouleroute.provenance import git_sha, stable_hash
 from jouleroute.stages import StageFailed, table
 from jouleroute.tracking import flat_params, stage_run
@@ -47,7 +48,7 @@ class StageContext:
              progress: ProgressFactory | None = None) -> "StageContext":
         params_path = Path(params_path).resolve()
         root_path = Path(root).resolve() if root else Path.cwd().resolve()
-        params, namespace = load_params(params_path, root_path), None
+        params, namespace = load_params(params_path), None
         if not table.is_own_params(params_path, root_path):
             params, namespace = _as_copy(params, params_path, root_path)
         return cls(params, root_path, params_path, progress or _no_progress, namespace=namespace)
@@ -129,12 +130,17 @@ class StageContext:
                                       f"{self.params_path.name} (e.g. artifacts/{self.namespace}/...)")
 
     def repro_hint(self, stage: str) -> str:
-        """`dvc repro <stage>`, or `jouleroute --params studies/x/params.yaml repro <stage>` for a study's own stage
-        (a study is a DVC repository of its own: `repro` runs DVC there)."""
+        """What makes ``stage``'s outputs: `dvc repro <stage>`, `dvc repro studies/x/dvc.yaml:<stage>` for a study's
+        own stage; for a params copy, whose own outputs no dvc.yaml tracks (`repro` refuses it), the stage itself."""
+        if self.namespace is not None:
+            try:
+                self.check_outputs(stage)
+                return f"jouleroute --params {relative_to(self.params_path, self.root)} {stage}"
+            except StageFailed:
+                pass  # what the copy reads there is a pipeline's output: that pipeline makes it
         for path in self.dvc_yamls[:-1]:  # a study's own stage; else the main pipeline's
             if stage in table.read(path) and path.resolve().is_relative_to(self.root.resolve()):
-                shown = self.params_path.resolve().relative_to(self.root.resolve()).as_posix()
-                return f"jouleroute --params {shown} repro {table.target(self.root, path, stage)}"
+                return f"dvc repro {table.target(self.root, path, stage)}"
         return f"dvc repro {stage}"
 
     def producer_of(self, missing: str | Path) -> str | None:

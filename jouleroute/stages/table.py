@@ -26,6 +26,7 @@ class Stage:
     outs: tuple[str, ...]  # outs, metrics and plots: whatever the stage writes
     params: tuple[str, ...]  # params keys (a study's are listed under its params file)
     mlflow: dict | None = None  # meta.mlflow: what its MLflow run logs besides params and tags ({metrics, artifacts})
+    wdir: str = "."  # where it runs, from its dvc.yaml's folder: a study's stages run at the root (``../..``)
 
 
 def _entries(items: list | None) -> tuple[str, ...]:
@@ -48,7 +49,7 @@ def read(dvc_yaml: Path) -> dict[str, Stage]:
     stages = (yaml.safe_load(dvc_yaml.read_text()) or {}).get("stages", {})
     return {name: Stage(name, str(body.get("cmd", "")), _entries(body.get("deps")),
                         _entries(body.get("outs")) + _entries(body.get("metrics")) + _entries(body.get("plots")),
-                        _entries(body.get("params")), (body.get("meta") or {}).get("mlflow"))
+                        _entries(body.get("params")), (body.get("meta") or {}).get("mlflow"), body.get("wdir", "."))
             for name, body in stages.items()}
 
 
@@ -83,24 +84,11 @@ def dvc_yaml_for(params_path: Path, root: Path) -> Path:
     return beside if beside.exists() else root / "dvc.yaml"
 
 
-def dvc_repo_of(dvc_yaml: Path, root: Path) -> Path:
-    """The DVC repository that runs ``dvc_yaml``: the nearest folder at or above it, up to ``root``, with a `.dvc/`.
-    A study (and a pool of `jouleroute import --init`) is a DVC subrepo: its stages run there, and the root's
-    `dvc status` lists only the main pipeline."""
-    root = root.resolve()
-    for folder in [dvc_yaml.resolve().parent, *dvc_yaml.resolve().parent.parents]:
-        if (folder / ".dvc").is_dir() or folder == root:
-            return folder
-    return root
-
-
 def target(root: Path, dvc_yaml: Path, name: str) -> str:
-    """The DVC target of a stage in its repository (``dvc_repo_of``): ``name`` in that repository's dvc.yaml,
-    ``path/dvc.yaml:name`` elsewhere."""
-    repo = dvc_repo_of(dvc_yaml, root)
-    if dvc_yaml.resolve() == repo / "dvc.yaml":
+    """The DVC target of a stage, from ``root``: ``name`` in the root's dvc.yaml, ``path/dvc.yaml:name`` elsewhere."""
+    if dvc_yaml.resolve() == (root / "dvc.yaml").resolve():
         return name
-    return f"{dvc_yaml.resolve().relative_to(repo)}:{name}"
+    return f"{dvc_yaml.resolve().relative_to(root.resolve()).as_posix()}:{name}"
 
 
 def path_names(entries: tuple[str, ...]) -> list[str]:
@@ -167,15 +155,15 @@ def tracked_outputs(root: Path, extra: list[Path] = ()) -> dict[Path, str]:
         params_file = root / "params.yaml" if dvc_yaml == main else dvc_yaml.parent / "params.yaml"
         if not dvc_yaml.is_file() or not params_file.is_file():
             continue
-        paths = load_params(params_file, root).paths
+        paths = load_params(params_file).paths
         shown = dvc_yaml.relative_to(root) if dvc_yaml.is_relative_to(root) else dvc_yaml
         for stage in read(dvc_yaml).values():
             for entry in stage.outs:
                 match = PATH_VAR.match(entry)
                 if match and match.group(1) in type(paths).model_fields:
                     path = (root / (getattr(paths, match.group(1)) + entry[match.end():])).resolve()
-                elif "${" not in entry:  # a literal out, relative to its dvc.yaml's folder (DVC's working directory)
-                    path = (dvc_yaml.parent / entry).resolve()
+                elif "${" not in entry:  # a literal out, relative to where the stage runs
+                    path = (dvc_yaml.parent / stage.wdir / entry).resolve()
                 else:
                     continue
                 owners.setdefault(path, f"{shown} (stage {stage.name})")

@@ -135,7 +135,6 @@ def test_sft_without_converted_models_names_the_models_stage(tmp_path):
     study.mkdir(parents=True)
     shutil.copy2(REPO / "studies/replay/dvc.yaml", study / "dvc.yaml")
     shutil.copy2(REPO / "studies/replay/params.yaml", study / "params.yaml")
-    (study / ".dvc").mkdir()  # a DVC repository of its own, as every study is: its paths are relative to it
     (study / "artifacts/router_data").mkdir(parents=True)
     for params in ("params.yaml", "studies/replay/params.yaml"):
         done = run([str(BIN / "jouleroute"), "--params", params, "sft"], tmp_path, check=False)

@@ -57,17 +57,15 @@ def test_a_params_copy_never_overwrites_what_dvc_tracks(tmp_path):
 
 
 def test_a_copy_that_keeps_a_study_s_paths_is_refused_and_the_study_s_own_file_is_not(tmp_path):
-    """A copy of studies/replay/params.yaml beside it keeps the study's paths (relative to the study's folder, not
-    the main pipeline's): running the study's first stage with it would overwrite the study's tracked profile, so
-    it is refused; the study's own params file writes them as before (`make study`)."""
+    """A copy of studies/replay/params.yaml beside it keeps the study's paths (not the main pipeline's): running the
+    study's first stage with it would overwrite the study's tracked profile, so it is refused; the study's own
+    params file writes them as before (`make study`)."""
     from jouleroute.stages import StageFailed
     from jouleroute.stages.context import StageContext
 
     for name in ("params.yaml", "dvc.yaml", "studies/replay/params.yaml", "studies/replay/dvc.yaml"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, tmp_path / name)
-    for repo in (tmp_path, tmp_path / "studies/replay"):  # the root's DVC repository and the study's own
-        (repo / ".dvc").mkdir()
     shutil.copy2(REPO / "studies/replay/params.yaml", tmp_path / "studies/replay/mine.yaml")
     mine = StageContext.load(tmp_path / "studies/replay/mine.yaml", root=tmp_path)
     assert mine.namespace == "mine" and mine.params.paths.profile == "studies/replay/artifacts/profile.parquet"

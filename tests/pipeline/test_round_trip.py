@@ -15,7 +15,6 @@ import hashlib
 import io
 import json
 import os
-from pathlib import Path
 
 import pytest
 import yaml
@@ -27,8 +26,8 @@ from tests.pipeline.test_dvc_pipeline import ran, reproduced, scratch  # noqa: F
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.integration]
 
 DVC, JOULEROUTE = str(BIN / "dvc"), str(BIN / "jouleroute")
-# the user's shell: the venv is not activated (`.venv/bin/dvc` by its path), so only the venv's own
-# start-up hook (scripts/venv_path_hook.py, installed by `make setup`) lets DVC find `jouleroute`
+# the user's shell: the venv is not activated (`.venv/bin/jouleroute` by its path): `jouleroute exp` puts the venv's
+# bin/ first on PATH for DVC, which runs the stage commands (`jouleroute <stage>`)
 NO_VENV = {"PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != str(BIN)),
            "VIRTUAL_ENV": ""}
 
@@ -77,10 +76,6 @@ def lm_overhead(root) -> dict[str, float]:
 
 
 def test_experiment_compare_and_go_back_never_delete_an_output(scratch):  # noqa: F811
-    import sysconfig
-
-    hook = Path(sysconfig.get_paths()["purelib"]) / "jouleroute-venv-path.pth"
-    assert hook.exists(), f"{hook} is missing: `make setup` installs it (scripts/venv_path_hook.py)"
     root = scratch
     lock_path, metrics_path, profile = root / "dvc.lock", root / "metrics.json", root / "artifacts/tournament/profile.parquet"
     local_lock, local_metrics = lock_path.read_text(), metrics_path.read_text()

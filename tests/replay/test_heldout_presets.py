@@ -39,7 +39,7 @@ def test_no_two_studies_write_the_same_output() -> None:
     studies = [ROOT / "studies" / "replay" / "params.yaml", *PRESETS]
     owner: dict[str, str] = {}
     for path in studies:
-        paths = load_params(path, ROOT).paths.model_dump()  # relative to the root, from each study's folder
+        paths = load_params(path).paths.model_dump()  # relative to the root, as in every params file
         for key, value in paths.items():
             if key in SHARED_ON_PURPOSE:
                 continue
