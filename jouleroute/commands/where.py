@@ -60,7 +60,7 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
     print(f"\nopen the UIs (ports: MLflow {mlflow_from}, Prefect {prefect_from}; PORT=... picks another):")
     print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent} PORT={mlflow}  -> http://127.0.0.1:{mlflow}{runs_page}")
     if "evaluate" in latest:  # the runs table shows no metric column until one is picked: this page shows them all
-        print("           the latest evaluate run's headline on opening (acc, J, aiq.*, λ*, the champion's val figures):")
+        print("           the latest evaluate run's headline on opening (dep.*, best.*, ref.*, aiq.*, the champion's val figures):")
         print(f"           {headline_link(f'http://127.0.0.1:{mlflow}', experiment, [latest['evaluate'].info.run_id])}")
     print(f"  Prefect: make ui-prefect PORT={prefect}  -> http://127.0.0.1:{prefect}   (schedules: jouleroute flow --help)")
     print("  DVC:     dvc metrics show ; jouleroute exp show (experiments: README \"Experiments\") ; dvc plots show (static PNGs)")

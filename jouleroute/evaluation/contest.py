@@ -166,14 +166,9 @@ def per_query_energy(setup: EvaluateSetup, routers: dict, contest: Contest):
     each router whose mean val utility it raises (evaluation/query_energy.py). Returns (routers, report, ê on
     test as a frame with one column per candidate)."""
     from jouleroute.evaluation.query_energy import adopt_on_val
-    from jouleroute.routing.baselines.embeddings import build_embedder
-    from jouleroute.routing.baselines.query_energy import QueryEnergyModel
 
     p = setup.params
-    embedding = p.baselines.embedding.model_copy(update={"cache_dir": str(setup.embedding_cache)})
-    model = QueryEnergyModel(contest.candidates, build_embedder(embedding), seed=p.baselines.seed,
-                             strip_scaffold=p.baselines.strip_scaffold)
-    model.fit(contest.profile, contest.queries, energy_column=p.energy_policy.column, split=p.baselines.train_split)
+    model = query_energy_model(setup, contest.candidates, contest.profile, contest.queries, p.baselines.train_split)
     asked = val_queries(contest.val_rows)
     matrix = build_matrix(contest.profile, contest.queries[contest.queries["query_id"].isin(set(asked["query_id"]))],
                           "val", p.energy_policy.column)
@@ -186,6 +181,19 @@ def per_query_energy(setup: EvaluateSetup, routers: dict, contest: Contest):
                 report["energy_error_val"]["task_mean"]["relative_error"],
                 [f for f, row in report["families"].items() if row["adopted"]] or "no family")
     return adopted, report, pd.DataFrame(model.predict(contest.test_queries), columns=model.candidates)
+
+
+def query_energy_model(setup: EvaluateSetup, candidates: list[str], profile: pd.DataFrame, queries: pd.DataFrame,
+                       split: str):
+    """ê_c(x) fitted on the ``split`` rows of ``profile`` (routing/baselines/query_energy.py)."""
+    from jouleroute.routing.baselines.embeddings import build_embedder
+    from jouleroute.routing.baselines.query_energy import QueryEnergyModel
+
+    p = setup.params
+    embedding = p.baselines.embedding.model_copy(update={"cache_dir": str(setup.embedding_cache)})
+    model = QueryEnergyModel(candidates, build_embedder(embedding), seed=p.baselines.seed,
+                             strip_scaffold=p.baselines.strip_scaffold)
+    return model.fit(profile, queries, energy_column=p.energy_policy.column, split=split)
 
 
 def knn_evidence(setup: EvaluateSetup, lm_router, knn, val_rows: list[dict]) -> dict | None:

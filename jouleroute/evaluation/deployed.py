@@ -100,8 +100,9 @@ def choose_deployed(target: RouterTarget, lams: Sequence[float], correct: np.nda
            "met_on_selection": bool(choice["met_on_val"]), "reason": choice.get("reason")}
     if samples > 0:
         again = [choose(rows) for rows in resample_index(len(everything), samples, seed)]
-        same = [(c["lam"] if c["met_on_val"] else c["closest"]["lam"]) == lam for c in again]
-        out["stability"] = {"lam": float(np.mean(same)), "samples": samples}
+        chosen = np.array([c["lam"] if c["met_on_val"] else c["closest"]["lam"] for c in again])
+        out["stability"] = {"lam": float(np.mean(chosen == lam)), "samples": samples,  # on a fine grid: the spread too
+                            "lam_interval": percentile_interval(chosen, 0.9)}
     return out
 
 
@@ -135,7 +136,7 @@ def _verdicts(out: dict, margin: float) -> dict:
     whether routing pays against the reference single (the routing gain's CI against 1)."""
     diff, ci = out["accuracy_diff_vs_best"], out["accuracy_diff_vs_best_ci"]
     if ci is None:
-        verdict = "not tested (no bootstrap)"
+        verdict = "untested"  # no bootstrap: no interval to test
     elif ci[0] > -margin:
         verdict = "non-inferior"
     elif ci[1] < -margin:

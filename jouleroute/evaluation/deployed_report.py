@@ -16,7 +16,8 @@ def deployed_metrics(block: dict, energy_source: str) -> dict:
            "selection_data": block["selection_sweep"]["data"],
            "n_selection_queries": block["selection_sweep"]["n_queries"],
            "best_single": singles["best_single"]["candidate"], "reference_single": singles["reference_single"]["candidate"],
-           "stability": {k: v for k, v in stability.items() if k != "samples"},
+           "stability": {k: v for k, v in stability.items() if k not in ("samples", "lam_interval")}
+           | {"champion_first_on_utility": block.get("champion_first_on_utility")},
            "accuracy": test["accuracy"], "j_per_query": test["j_per_query"],
            "best_accuracy": test["best_accuracy"], "best_j_per_query": test["best_j_per_query"],
            "reference_accuracy": test["reference_accuracy"], "reference_j_per_query": test["reference_j_per_query"],
@@ -55,7 +56,9 @@ def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
     test, singles, sweep = block["test"], block["singles"], block["selection_sweep"]
     best, ref = singles["best_single"], singles["reference_single"]
     stab = {**singles.get("stability", {}), **block.get("stability", {})}
-    stable = lambda key: f" (same choice in {_pct(stab[key])} of {stab['samples']} resamples)" if key in stab else ""
+    stable = lambda key: (f" (same choice in {_pct(stab[key])} of {stab['samples']} resamples)"  # noqa: E731
+                          if key in stab else "")
+    spread = stab.get("lam_interval")
     goal = {"iso_accuracy": f"accuracy at least the best single's minus {singles['tolerance']:g}",
             "accuracy_floor": f"accuracy at least {block['floor_or_share']:.3f}",
             "energy_share": f"at most {block['floor_or_share']:.0%} of the best single's energy"}[block["chosen_by"]]
@@ -68,8 +71,11 @@ def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
              f"- Best single: `{best['candidate']}` ({best['accuracy']:.3f} on selection){stable('best_single')}.",
              f"- Reference single, the cheapest within {singles['tolerance']:g} of it: `{ref['candidate']}` "
              f"({ref['accuracy']:.3f} at {ref['j_per_query']:.4g} J/query on selection){stable('reference_single')}.",
-             f"- Champion `{block['champion']}` at λ = {block['lam']:.4g}, the target ({goal}) {met}"
-             f"{stable('lam')}.", "",
+             f"- Champion `{block['champion']}`"
+             + ("" if block.get("champion_first_on_utility") is None else
+                f" (first on mean val utility in {_pct(block['champion_first_on_utility'])} of val resamples)")
+             + f" at λ = {block['lam']:.4g}, the target ({goal}) {met}{stable('lam')}"
+             + (f"; 90% of the resamples choose λ in [{spread[0]:.3g}, {spread[1]:.3g}]" if spread else "") + ".", "",
              f"On test ({test['n_queries']} queries, {test['confidence']:.0%} paired-bootstrap intervals over "
              f"{test['samples']} resamples, `{test['view']}` view, energy **{energy_source}**"
              + ("" if test["overhead_metered"] else "; the router's own cost was not metered for this point")

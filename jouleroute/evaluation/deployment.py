@@ -14,10 +14,11 @@ import logging
 import numpy as np
 
 from jouleroute.evaluation.champion import champion_query_energy, champion_scores
-from jouleroute.evaluation.contest import Contest, EvaluateSetup
+from jouleroute.evaluation.contest import Contest, EvaluateSetup, query_energy_model
 from jouleroute.evaluation.deployed import choose_deployed, selection_matrix, singles_on_selection, sweep_outcomes
 from jouleroute.evaluation.outcomes import ProfileMatrix
 from jouleroute.evaluation.selection import val_queries
+from jouleroute.routing.baselines.query_energy import PerQueryEnergy
 from jouleroute.routing.registry import build_router, sample_train
 from jouleroute.routing.target import effective_target
 
@@ -34,10 +35,9 @@ def decide_deployment(setup: EvaluateSetup, contest: Contest, selection: dict) -
     family = selection["winner"]["family"]
     everything = selection_matrix(contest.profile, contest.queries, column)
     singles = singles_on_selection(everything, tolerance, cfg.stability_samples, cfg.seed)
-    crossfit = (family in contest.fitted and cfg.selection_folds > 1 and contest.on_train
-                and not champion_query_energy(selection))
-    if crossfit:
-        m, choices = everything, crossfit_choices(setup, contest, family, everything, lams)
+    if family in contest.fitted and cfg.selection_folds > 1 and contest.on_train:
+        choices = crossfit_choices(setup, contest, family, everything, lams, champion_query_energy(selection))
+        m = everything
         data = f"train+val, cross-fitted over {cfg.selection_folds} folds"
     else:
         asked = val_queries(contest.val_rows) if contest.val_rows else None
@@ -60,8 +60,10 @@ def decide_deployment(setup: EvaluateSetup, contest: Contest, selection: dict) -
     logger.info("deployed point on selection data (%s, %d queries): %s at λ=%g (%s)", data, len(m.query_ids),
                 selection["winner"]["name"], choice["lam"],
                 "meets the target" if choice["met_on_selection"] else choice["reason"])
+    champion = selection.get("stability") or {}
     return {"champion": selection["winner"]["name"], "family": family, "chosen_by": choice["target"],
-            **choice, "singles": singles, "sweep": sweep}
+            **choice, "champion_first_on_utility": champion.get("first_on_utility"), "singles": singles,
+            "sweep": sweep}
 
 
 def _choices_in(candidates: list[str], query_ids: list[str], scores, lams: list[float]) -> np.ndarray:
@@ -72,9 +74,10 @@ def _choices_in(candidates: list[str], query_ids: list[str], scores, lams: list[
     return np.stack([columns[scores.choices(lam)[rows]] for lam in lams], axis=1)
 
 
-def crossfit_choices(setup: EvaluateSetup, contest: Contest, family: str, m: ProfileMatrix,
-                     lams: list[float]) -> np.ndarray:
-    """[queries of ``m``, λ]: each query's choices by ``family`` fitted on the other folds of ``m``'s queries."""
+def crossfit_choices(setup: EvaluateSetup, contest: Contest, family: str, m: ProfileMatrix, lams: list[float],
+                     query_energy: bool = False) -> np.ndarray:
+    """[queries of ``m``, λ]: each query's choices by ``family`` fitted on the other folds of ``m``'s queries
+    (with ``query_energy``, deciding with per-query energy fitted on the same folds, as the champion does)."""
     p = setup.params
     folds = setup.params.evaluate.selection_folds
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(
@@ -90,6 +93,9 @@ def crossfit_choices(setup: EvaluateSetup, contest: Contest, family: str, m: Pro
         train = sample_train(pool[~pool["query_id"].isin(held)], baselines)
         router = build_router(family, train, asked, contest.candidates, baselines, energy=p.energy_policy,
                               lam=p.router.lam)
+        if query_energy:  # ê_c(x) fitted on the same folds, as the champion's was on train
+            router = PerQueryEnergy(router, query_energy_model(setup, contest.candidates, train, asked, "train"),
+                                    p.energy_policy.norm)
         scores = router.score(asked[asked["query_id"].isin(held)].reset_index(drop=True))
         out[fold == k] = _choices_in(m.candidates, list(ids[fold == k]), scores, lams)
         tick(1)

@@ -71,6 +71,12 @@ def headline(metrics: dict, deployed_lam: float) -> dict:
     out |= {"oracle": r(rows["oracle"]["accuracy"]), "source": metrics["energy_source"]}
     # chosen on test: the bound no deployed system reaches by construction (docs/metrics.md)
     out["hindsight_iso"] = iso_headline(metrics.get("iso_accuracy")).get("share")
+    return _pruned(out)
+
+
+def _pruned(tree: dict) -> dict:
+    """``tree`` without None leaves and empty branches (an interval not computed has no column)."""
+    out = {k: _pruned(v) if isinstance(v, dict) else v for k, v in tree.items()}
     return {k: v for k, v in out.items() if v is not None and v != {}}
 
 

@@ -31,7 +31,7 @@ import pandas as pd
 
 from jouleroute.evaluation.label_eval import label_accuracy, load_rows
 from jouleroute.routing.base import Router, RoutingDecisions, Scores
-from jouleroute.stats import paired_mean_ci
+from jouleroute.stats import paired_mean_ci, resample_index
 
 logger = logging.getLogger(__name__)
 
@@ -217,6 +217,7 @@ def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int
            "ci": {"samples": CI_SAMPLES, "seed": CI_SEED, "confidence": 0.95},
            "tie_rule": ISO_RULE if rule == "iso_accuracy" else TIE_RULE,
            "lambdas": [float(x) for x in first], "energy_norm": energy_norm, "n_val_queries": n_val_queries,
+           "stability": first_on_utility_share(win, contenders),
            "contenders": [{"name": c.name, "family": c.family, "checkpoint": c.checkpoint,
                            "val_utility": c.val_utility, "iso_share_val": shares[c.name],
                            "utility_gap": c.val_utility - best.val_utility,  # to the best mean val utility
@@ -226,6 +227,23 @@ def select(contenders: Sequence[Contender], energy_norm: str, n_val_queries: int
                 rule, win.name, "n/a" if shares[win.name] is None else f"{shares[win.name]:.3f}", win.val_utility,
                 out["runner_up"], "n/a" if out["margin"] is None else f"{out['margin']:+.4f}")
     return out
+
+
+def first_on_utility_share(win: Contender, contenders: Sequence[Contender], samples: int = CI_SAMPLES,
+                           seed: int = CI_SEED) -> dict | None:
+    """How stable the choice is: the share of bootstrap resamples of the val queries on which the champion's mean
+    val utility is at least every other contender's (the same resamples for all); ``None`` without per-query
+    figures. Under ``champion_by: iso_accuracy`` a champion picked among utility ties can score low here: the
+    val split cannot tell them apart."""
+    rivals = [c for c in contenders if c is not win]
+    if not win.per_query or any(not c.per_query for c in rivals):
+        return None
+    queries = sorted(set(win.per_query).intersection(*(set(c.per_query) for c in rivals)))
+    if not queries:
+        return None
+    table = np.array([[c.per_query[q] for q in queries] for c in [win, *rivals]])  # [contenders, queries]
+    means = table[:, resample_index(len(queries), samples, seed)].mean(axis=2)  # [contenders, samples]
+    return {"first_on_utility": float(np.mean(means[0] >= means.max(axis=0) - 1e-12)), "samples": samples}
 
 
 def read_val_rows(val_path: Path) -> list[dict]:

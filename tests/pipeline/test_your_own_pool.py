@@ -75,7 +75,7 @@ def test_the_recipe_from_an_outcome_table_to_its_own_pipeline(tmp_path, tiny_mod
     assert all(f"Running stage 'pools/mine/dvc.yaml:{s}'" in done.stdout for s in stages), done.stdout
     assert "up to date" in run([str(BIN / "dvc"), "status", "pools/mine/dvc.yaml"], root).stdout
     headline = json.loads((root / "pools/mine/metrics.json").read_text())
-    assert headline["source"] == "measured-nvml" and 0 <= headline["acc"] <= 1, headline
+    assert headline["source"] == "measured-nvml" and 0 <= headline["dep"]["acc"] <= 1, headline
     report = (root / "pools/mine/report.md").read_text()
     assert report.startswith("# Your pool (mine)") and "data/mine.csv" in report
     assert not (root / "artifacts/prepare").exists()  # nothing of the main pipeline's was written
