@@ -108,6 +108,12 @@ def test_complementary_specialists_make_routing_pay_against_the_reference(tmp_pa
     assert "## The deployed point" in (ctx.path("evaluate_dir") / "report.md").read_text()
     record = json.loads((ctx.path("evaluate_dir") / "champion" / "champion.json").read_text())
     assert record["lam"] == deployed["lam"] and record["lam_chosen_by"] == "iso_accuracy"
+    from jouleroute.energy import make_meter
+    from jouleroute.gateway.build import build_router
+    from jouleroute.gateway.config import GatewayConfig
+
+    served = build_router(ctx.params, GatewayConfig(), ctx.root, make_meter(ctx.params.energy))
+    assert served.default_lam == pytest.approx(deployed["lam"])  # `jouleroute serve` serves the deployed point
 
 
 def test_a_target_no_lambda_meets_deploys_the_closest_and_says_so():
