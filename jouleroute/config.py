@@ -168,9 +168,8 @@ def moved_keys(raw: dict) -> list[str]:
     return found
 
 
-def load_params(path: str | Path = "params.yaml", root: str | Path | None = None) -> Params:
-    """The typed params of ``path``. Its `paths:` are relative to the project root, as in every params file
-    (``root`` is unused: scripts/doc_figures.py still passes it)."""
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """The typed params of ``path``. Its `paths:` are relative to the project root, as in every params file."""
     return _validated(Path(path))
 
 

@@ -36,18 +36,9 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the checkout's jouleroute and tests, run as a script
-
-
-class SourceMissing(Exception):
-    """The figure's source is not on this machine (e.g. the study has not run here)."""
-
-
-def _need(path: Path, how: str) -> Path:
-    if not path.exists():
-        raise SourceMissing(f"{path.relative_to(ROOT)} is missing ({how})")
-    return path
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
+from figure_sources import ROOT, SourceMissing, need  # noqa: E402
+from pool_figures import phase_across_pools, savings  # noqa: E402
 
 
 def stages() -> str:
@@ -96,9 +87,9 @@ def _study_tables():
 
     from jouleroute.config import load_params
 
-    paths = load_params(ROOT / "studies/replay/params.yaml", ROOT).paths
-    queries = pd.read_parquet(_need(paths.resolve("queries", ROOT), "run `make study`"))
-    profile = pd.read_parquet(_need(paths.resolve("profile", ROOT), "run `make study`"))
+    paths = load_params(ROOT / "studies/replay/params.yaml").paths
+    queries = pd.read_parquet(need(paths.resolve("queries", ROOT), "run `make study`"))
+    profile = pd.read_parquet(need(paths.resolve("profile", ROOT), "run `make study`"))
     return queries, profile
 
 
@@ -139,7 +130,7 @@ def models() -> str:
     for name, spec in params.models.items():
         if spec.source != "pypi-gguf":
             continue
-        manifest = json.loads(_need(models_dir / name / "jouleroute-model.json", "run `make run`").read_text())
+        manifest = json.loads(need(models_dir / name / "jouleroute-model.json", "run `make run`").read_text())
         size = sum(f.stat().st_size for f in (models_dir / name).iterdir() if f.is_file())
         lines.append(f"| {name} | {manifest['architecture']} | {manifest['parameters'] / 1e6:.1f} M | "
                      f"{size / 1e6:,.0f} MB | {'yes' if manifest['has_chat_template'] else 'no'} | "
@@ -215,7 +206,7 @@ def router_levers() -> str:
     """The LM router's early-exit levers on the replay study (experiments/router_levers.py's record)."""
     import json
 
-    record = json.loads(_need(ROOT / "benchmarks/results/router_levers-replay.json",
+    record = json.loads(need(ROOT / "benchmarks/results/router_levers-replay.json",
                               "run experiments/router_levers.py").read_text())
     first = next(iter(record["routers"]))
     lines = [f"| router | decoder layers | val utility | val − {first} [95% CI] | kNN evidence chosen on val "
@@ -237,7 +228,7 @@ def router_precision() -> str:
     """bf16 against fp32 for the same checkpoints on the replay study (experiments/router_levers.py --tag precision)."""
     import json
 
-    record = json.loads(_need(ROOT / "benchmarks/results/router_levers-replay-precision.json",
+    record = json.loads(need(ROOT / "benchmarks/results/router_levers-replay-precision.json",
                               "run experiments/router_levers.py --quantize none,bf16 --tag precision").read_text())
     lines = ["| router | decoder layers | val utility fp32 | val utility bf16 | bf16 − fp32 [95% CI] | same decision "
              "(val, worst λ) | test energy-AIQ fp32 | test energy-AIQ bf16 |", "|---|---:|---:|---:|---|---:|---:|---:|"]
@@ -257,7 +248,7 @@ def grpo_sweep() -> str:
     """GRPO's k and steps on the replay study's val split (experiments/grpo_sweep.py's record)."""
     import json
 
-    record = json.loads(_need(ROOT / "benchmarks/results/grpo_sweep-replay.json",
+    record = json.loads(need(ROOT / "benchmarks/results/grpo_sweep-replay.json",
                               "run experiments/grpo_sweep.py").read_text())
     lines = [f"SFT on {record['fraction']:g} of the train tournament, then GRPO with partial feedback (replay) on the "
              "rest; Δ: minus SFT on every train query, paired-bootstrap 95% CI over the split's queries.", "",
@@ -273,81 +264,6 @@ def grpo_sweep() -> str:
     lines += ["", f"Rule: {record['rule']}. Chosen: " + (f"k = {chosen['k']}, {chosen['steps']} steps." if chosen
                                                           else "none ties on val.") + " Test is reported, never used."]
     return "\n".join(lines)
-
-
-def savings() -> str:
-    """One row per pipeline (the main one and every study): the deployed point, chosen on selection data and
-    scored once on test, against the best and the reference single; the test-chosen share as a hindsight bound."""
-    from jouleroute.evaluation.headline import iso_headline
-
-    rows = ["| pool | best single (test acc, J/query) | reference single (test acc, J/query) | deployed: champion at λ "
-            "| accuracy − best [95% CI], verdict | energy share of best [95% CI] | routing gain vs reference [95% CI] "
-            "| hindsight bound | energy |", "|---|---|---|---|---|---|---|---:|---|"]
-    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"  # noqa: E731
-    for pool, metrics in _evaluated_pipelines():
-        dep = metrics.get("deployed")
-        label = "embedded default (`make run`)" if pool == "embedded" else f"`{pool}`"
-        hindsight = pct(iso_headline(metrics.get("iso_accuracy")).get("share"))
-        if not dep:
-            rows.append(f"| {label} | | | no deployed point | | | | {hindsight} | `{metrics.get('energy_source', '?')}` |")
-            continue
-        ci = lambda name, f: "" if dep[f"{name}_ci_low"] is None else \
-            f" [{f(dep[f'{name}_ci_low'])}, {f(dep[f'{name}_ci_high'])}]"  # noqa: E731
-        signed = lambda x: f"{x:+.3f}"  # noqa: E731
-        rows.append(f"| {label} | {dep['best_single']} ({dep['best_accuracy']:.3f}, {dep['best_j_per_query']:.4g}) "
-                    f"| {dep['reference_single']} ({dep['reference_accuracy']:.3f}, {dep['reference_j_per_query']:.4g}) "
-                    f"| {dep['champion']} at {dep['lam']:.3g} ({dep['accuracy']:.3f}, {dep['j_per_query']:.4g}) "
-                    f"| {signed(dep['accuracy_diff_vs_best'])}{ci('accuracy_diff_vs_best', signed)}, "
-                    f"{dep['noninferiority']} "
-                    f"| {pct(dep['energy_share_of_best'])}{ci('energy_share_of_best', pct)} "
-                    f"| {dep['routing_gain']:.2f}{ci('routing_gain', lambda x: f'{x:.2f}')} "
-                    f"| {hindsight} | `{dep['energy_source']}` |")
-    return "\n".join(rows)
-
-
-def _evaluated_pipelines() -> list[tuple[str, dict]]:
-    """(pool name, evaluate metrics.json) of every pipeline: the main one and each study. A table across pools is
-    written only when all of them have been evaluated on this machine; a partial one would drop the others' rows."""
-    from jouleroute.config import load_params
-
-    files = [("embedded", ROOT / "params.yaml")] + [(p.parent.name, p) for p in sorted((ROOT / "studies").glob("*/params.yaml"))]
-    out, missing = [], []
-    for name, params in files:
-        metrics_file = load_params(params, ROOT).paths.resolve("evaluate_dir", ROOT) / "metrics.json"
-        if metrics_file.exists():
-            out.append((name, json.loads(metrics_file.read_text())))
-        else:
-            missing.append("make run" if name == "embedded" else f"make study{'-heldout' if name.startswith('heldout-') else ' STUDY=' + name}")
-    if missing:
-        raise SourceMissing(f"not every pipeline is evaluated here (run {', '.join(dict.fromkeys(missing))}): a table "
-                            "across pools would drop the others' rows")
-    return out
-
-
-def phase_across_pools() -> str:
-    """λ* of every family on every task of every evaluated pool: one figure and its table."""
-    from jouleroute.evaluation.plots import plot_lambda_star_by_task
-
-    stars: dict[str, dict[str, float | None]] = {}
-    lambdas: list[float] = []
-    for pool, metrics in _evaluated_pipelines():
-        for family, block in metrics.get("families", {}).items():
-            for task, lam in (block.get("lambda_star_per_task") or {}).items():
-                stars.setdefault(family, {})[f"{pool}/{task}"] = lam
-        lambdas += [float(n.split(":")[1]) for n in metrics.get("routers", {}) if ":" in n and
-                    n.split(":")[1].replace(".", "", 1).isdigit()]
-    if not stars:
-        raise SourceMissing("no evaluated pipeline with per-task λ* here (run `make run` / `make study`)")
-    figure = ROOT / "docs" / "phase-across-pools.png"
-    plot_lambda_star_by_task(stars, sorted(set(lambdas)) or None, figure)
-    families = sorted(stars)
-    rows = [f"![λ* per task across pools](docs/{figure.name})", "",
-            "| pool/task | " + " | ".join(f"λ* {f}" for f in families) + " |", "|---|" + "---:|" * len(families)]
-    fmt = lambda v: "none" if v is None else f"{v:.3g}"
-    for key in sorted({k for per in stars.values() for k in per}):
-        rows.append(f"| {key} | " + " | ".join(fmt(stars[f].get(key)) if key in stars[f] else "" for f in families)
-                    + " |")
-    return "\n".join(rows)
 
 
 COMMITTED_DATA = {  # in-tree data that is not in the data root: what it is, where it comes from, its licence

@@ -1,0 +1,83 @@
+"""The figures across pools (scripts/doc_figures.py's `savings` and `phase-across-pools`): one row per pipeline,
+the main one and every study, from each pipeline's evaluate metrics."""
+
+from __future__ import annotations
+
+import json
+
+from figure_sources import ROOT, SourceMissing
+
+
+def savings() -> str:
+    """One row per pipeline (the main one and every study): the deployed point, chosen on selection data and
+    scored once on test, against the best and the reference single; the test-chosen share as a hindsight bound."""
+    from jouleroute.evaluation.headline import iso_headline
+
+    rows = ["| pool | best single (test acc, J/query) | reference single (test acc, J/query) | deployed: champion at λ "
+            "| accuracy − best [95% CI], verdict | energy share of best [95% CI] | routing gain vs reference [95% CI] "
+            "| hindsight bound | energy |", "|---|---|---|---|---|---|---|---:|---|"]
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"  # noqa: E731
+    for pool, metrics in _evaluated_pipelines():
+        dep = metrics.get("deployed")
+        label = "embedded default (`make run`)" if pool == "embedded" else f"`{pool}`"
+        hindsight = pct(iso_headline(metrics.get("iso_accuracy")).get("share"))
+        if not dep:
+            rows.append(f"| {label} | | | no deployed point | | | | {hindsight} | `{metrics.get('energy_source', '?')}` |")
+            continue
+        ci = lambda name, f: "" if dep[f"{name}_ci_low"] is None else \
+            f" [{f(dep[f'{name}_ci_low'])}, {f(dep[f'{name}_ci_high'])}]"  # noqa: E731
+        signed = lambda x: f"{x:+.3f}"  # noqa: E731
+        rows.append(f"| {label} | {dep['best_single']} ({dep['best_accuracy']:.3f}, {dep['best_j_per_query']:.4g}) "
+                    f"| {dep['reference_single']} ({dep['reference_accuracy']:.3f}, {dep['reference_j_per_query']:.4g}) "
+                    f"| {dep['champion']} at {dep['lam']:.3g} ({dep['accuracy']:.3f}, {dep['j_per_query']:.4g}) "
+                    f"| {signed(dep['accuracy_diff_vs_best'])}{ci('accuracy_diff_vs_best', signed)}, "
+                    f"{dep['noninferiority']} "
+                    f"| {pct(dep['energy_share_of_best'])}{ci('energy_share_of_best', pct)} "
+                    f"| {dep['routing_gain']:.2f}{ci('routing_gain', lambda x: f'{x:.2f}')} "
+                    f"| {hindsight} | `{dep['energy_source']}` |")
+    return "\n".join(rows)
+
+
+def _evaluated_pipelines() -> list[tuple[str, dict]]:
+    """(pool name, evaluate metrics.json) of every pipeline: the main one and each study. A table across pools is
+    written only when all of them have been evaluated on this machine; a partial one would drop the others' rows."""
+    from jouleroute.config import load_params
+
+    files = [("embedded", ROOT / "params.yaml")] + [(p.parent.name, p) for p in sorted((ROOT / "studies").glob("*/params.yaml"))]
+    out, missing = [], []
+    for name, params in files:
+        metrics_file = load_params(params).paths.resolve("evaluate_dir", ROOT) / "metrics.json"
+        if metrics_file.exists():
+            out.append((name, json.loads(metrics_file.read_text())))
+        else:
+            missing.append("make run" if name == "embedded" else f"make study{'-heldout' if name.startswith('heldout-') else ' STUDY=' + name}")
+    if missing:
+        raise SourceMissing(f"not every pipeline is evaluated here (run {', '.join(dict.fromkeys(missing))}): a table "
+                            "across pools would drop the others' rows")
+    return out
+
+
+def phase_across_pools() -> str:
+    """λ* of every family on every task of every evaluated pool: one figure and its table."""
+    from jouleroute.evaluation.plots import plot_lambda_star_by_task
+
+    stars: dict[str, dict[str, float | None]] = {}
+    lambdas: list[float] = []
+    for pool, metrics in _evaluated_pipelines():
+        for family, block in metrics.get("families", {}).items():
+            for task, lam in (block.get("lambda_star_per_task") or {}).items():
+                stars.setdefault(family, {})[f"{pool}/{task}"] = lam
+        lambdas += [float(n.split(":")[1]) for n in metrics.get("routers", {}) if ":" in n and
+                    n.split(":")[1].replace(".", "", 1).isdigit()]
+    if not stars:
+        raise SourceMissing("no evaluated pipeline with per-task λ* here (run `make run` / `make study`)")
+    figure = ROOT / "docs" / "phase-across-pools.png"
+    plot_lambda_star_by_task(stars, sorted(set(lambdas)) or None, figure)
+    families = sorted(stars)
+    rows = [f"![λ* per task across pools](docs/{figure.name})", "",
+            "| pool/task | " + " | ".join(f"λ* {f}" for f in families) + " |", "|---|" + "---:|" * len(families)]
+    fmt = lambda v: "none" if v is None else f"{v:.3g}"
+    for key in sorted({k for per in stars.values() for k in per}):
+        rows.append(f"| {key} | " + " | ".join(fmt(stars[f].get(key)) if key in stars[f] else "" for f in families)
+                    + " |")
+    return "\n".join(rows)
