@@ -17,10 +17,11 @@ import yaml
 from jouleroute.stages.table import stage_order
 from jouleroute.training.partial_feedback import profiled_ids
 from tests.pipeline.conftest import BIN, REPO, run
+from tests.pipeline.dvc_helpers import (STAGES, edit_params, evidence_checkpoint, flat_keys, in_process, mlflow_client,
+                                       ran, shard_rows, stage_runs, stale, store_rows)
 
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.integration]
 
-STAGES = stage_order(REPO / "dvc.yaml")
 LOGGED = [s for s in STAGES if s != "report"]  # `report` only rewrites documents: no MLflow run (README "MLflow")
 
 
@@ -36,35 +37,6 @@ def scratch(reproduced, tiny_repo, tmp_path):
     copy = tmp_path / "repo"
     shutil.copytree(tiny_repo, copy, ignore=shutil.ignore_patterns("__pycache__"))
     return copy
-
-
-def shard_rows(folder) -> pd.DataFrame:
-    """Every row of the shards under ``folder`` (a shard store's layout: <candidate version>/<batch>.parquet)."""
-    return pd.concat([pd.read_parquet(p) for p in sorted(folder.glob("*/*.parquet"))], ignore_index=True)
-
-
-def store_rows(root) -> pd.DataFrame:
-    """Every pair stored: the tournament's shard store, then the live-pair cache (the pairs GRPO's and budget's
-    rollouts ran); a pair in both (the tournament adopted it) once, the tournament's copy."""
-    stores = (root / "artifacts/tournament/shards", root / "artifacts/cache/live_pairs")
-    rows = pd.concat([shard_rows(folder) for folder in stores], ignore_index=True)
-    return rows.drop_duplicates(["query_id", "candidate_id"]).reset_index(drop=True)
-
-
-def ran(stdout: str) -> set[str]:
-    return {s for s in STAGES if f"Running stage '{s}'" in stdout}
-
-
-def edit_params(root, edit) -> None:
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    edit(params)
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-
-
-def stale(root) -> set[str]:
-    """Stages `dvc status` reports as changed (params or deps)."""
-    out = run([str(BIN / "dvc"), "status"], root).stdout
-    return {s for s in STAGES if f"\n{s}:" in "\n" + out}
 
 
 def test_first_repro_runs_every_stage_and_writes_results(tiny_repo, reproduced):
@@ -145,24 +117,9 @@ def test_study_report_is_generated_from_the_run(tiny_repo, reproduced):
     assert "## Budget curve" in text and (tiny_repo / "docs/replay-study-budget.png").is_file()
 
 
-def _client(root):
-    from mlflow import MlflowClient
-
-    return MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns/mlflow.db'}")
-
-
-def _stage_runs(client) -> dict:
-    exp = client.get_experiment_by_name("jouleroute").experiment_id
-    runs = client.search_runs([exp], filter_string="tags.run_kind = 'stage'", order_by=["attributes.start_time DESC"])
-    latest = {}
-    for r in runs:
-        latest.setdefault(r.data.tags["stage"], r)
-    return latest
-
-
 def test_every_stage_run_is_in_mlflow_with_metrics_tags_and_plots(tiny_repo, reproduced):
-    client = _client(tiny_repo)
-    runs = _stage_runs(client)
+    client = mlflow_client(tiny_repo)
+    runs = stage_runs(client)
     assert set(LOGGED) <= set(runs), sorted(runs)
     for stage in LOGGED:
         tags = runs[stage].data.tags
@@ -217,14 +174,14 @@ def test_each_stage_run_logs_exactly_the_params_its_dvc_yaml_entry_lists(tiny_re
     from jouleroute.tracking import mlflow_keys
 
     ctx = StageContext.load(tiny_repo / "params.yaml", root=tiny_repo)
-    runs = _stage_runs(_client(tiny_repo))
+    runs = stage_runs(mlflow_client(tiny_repo))
     for stage in LOGGED:
         expected = mlflow_keys(ctx.logged_params(stage))
         assert runs[stage].data.params == {k: str(v)[:6000] for k, v in expected.items()}, stage
 
 
 def test_the_router_is_registered_with_its_lambda_range_and_aiq(tiny_repo, reproduced):
-    client = _client(tiny_repo)
+    client = mlflow_client(tiny_repo)
     versions = client.search_model_versions("name = 'jouleroute-router'")
     assert versions
     latest = max(versions, key=lambda v: int(v.version))
@@ -233,7 +190,7 @@ def test_the_router_is_registered_with_its_lambda_range_and_aiq(tiny_repo, repro
     assert float(latest.tags["lambda_min"]) == min(spec["lambdas"])
     head = json.loads((tiny_repo / "metrics.json").read_text())
     assert float(latest.tags["aiq"]) == pytest.approx(head["aiq"]["lm"], abs=1e-3)
-    assert latest.run_id == _stage_runs(client)["grpo"].info.run_id
+    assert latest.run_id == stage_runs(client)["grpo"].info.run_id
 
 
 def test_the_champion_is_chosen_on_val_registered_and_reported(tiny_repo, reproduced):
@@ -254,31 +211,15 @@ def test_the_champion_is_chosen_on_val_registered_and_reported(tiny_repo, reprod
     assert len(evidence["val_utility"]) == 8 and "0/first" in evidence["val_utility"]
     assert evidence["plain"] == (f"lm/{evidence_checkpoint(tiny_repo)}-knn" not in
                                  {c["name"] for c in selection["contenders"]})
-    client = _client(tiny_repo)
+    client = mlflow_client(tiny_repo)
     version = client.get_model_version_by_alias("jouleroute-champion", "champion")
     assert version.tags["family"] == selection["winner"]["family"]
     assert float(version.tags["val_utility"]) == pytest.approx(selection["winner"]["val_utility"])
-    assert version.run_id == _stage_runs(client)["evaluate"].info.run_id
+    assert version.run_id == stage_runs(client)["evaluate"].info.run_id
     assert "## The champion, chosen on val" in (tiny_repo / "docs/embedded-default.md").read_text()
 
 
-def evidence_checkpoint(repo) -> str:
-    return json.loads((repo / "artifacts/grpo/metrics.json").read_text()).get("kept", "grpo")
-
-
-def in_process(root, monkeypatch, capfd, *argv) -> tuple[int, str, str]:
-    """``jouleroute ARGV`` by the CLI's own `main`, in ``root``, in this process (no interpreter start-up):
-    exit status, stdout, stderr (``capfd``: a subprocess it starts, `dvc repro`, is captured too)."""
-    from jouleroute.cli import main
-
-    monkeypatch.chdir(root)
-    capfd.readouterr()
-    status = main(list(argv))
-    out, err = capfd.readouterr()
-    return status, out, err
-
-
-def test_where_summarizes_stage_runs(tiny_repo, reproduced, monkeypatch, capfd):
+def test_where_summarizesstage_runs(tiny_repo, reproduced, monkeypatch, capfd):
     status, out, _ = in_process(tiny_repo, monkeypatch, capfd, "where")
     assert status == 0
     assert "latest run of each stage" in out and "AIQ" in out
@@ -307,11 +248,11 @@ def test_a_copied_clone_logs_mlflow_artifacts_inside_itself(tiny_repo, reproduce
     copy = tmp_path / "copy"
     shutil.copytree(tiny_repo, copy, ignore=shutil.ignore_patterns("models", "checkpoints", "shards"))
     run([str(BIN / "jouleroute"), "prepare"], copy)
-    client = _client(copy)
-    prepare = _stage_runs(client)["prepare"]
+    client = mlflow_client(copy)
+    prepare = stage_runs(client)["prepare"]
     assert prepare.info.artifact_uri.startswith((copy / "mlruns").as_uri()), prepare.info.artifact_uri
     assert client.list_artifacts(prepare.info.run_id)
-    evaluate = _stage_runs(client)["evaluate"]  # logged in the original: now read from the copy
+    evaluate = stage_runs(client)["evaluate"]  # logged in the original: now read from the copy
     assert evaluate.info.artifact_uri.startswith((copy / "mlruns").as_uri())
     assert client.list_artifacts(evaluate.info.run_id, "plots")
 
@@ -380,17 +321,6 @@ def test_dvc_metrics_show_is_the_compact_headline(tiny_repo, reproduced):
     assert "error" not in (done.stdout + done.stderr).lower()
 
 
-def _flat(metrics: dict, prefix: str = "") -> dict:
-    """metrics.json's keys as `dvc exp show` names its columns (nested keys joined by dots)."""
-    flat = {}
-    for key, value in metrics.items():
-        if isinstance(value, dict):
-            flat.update(_flat(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def test_dvc_exp_show_compares_two_lambdas_readably(scratch):
     """The user's comparison: commit a run, `dvc exp run -S router.lam=...`, then the README's
     `dvc exp show --only-changed --drop '.*/.*'` (plain `dvc exp show` also lists every param and dependency
@@ -400,9 +330,9 @@ def test_dvc_exp_show_compares_two_lambdas_readably(scratch):
     tiny_repo = scratch
     run(["git", "add", "-A"], tiny_repo)
     run(["git", "commit", "-qm", "baseline run"], tiny_repo)
-    base = _flat(json.loads((tiny_repo / "metrics.json").read_text()))
+    base = flat_keys(json.loads((tiny_repo / "metrics.json").read_text()))
     run([str(BIN / "dvc"), "exp", "run", "-S", "router.lam=2.0", "-n", "lam-2"], tiny_repo)
-    after = _flat(json.loads((tiny_repo / "metrics.json").read_text()))  # the experiment's results, in the workspace
+    after = flat_keys(json.loads((tiny_repo / "metrics.json").read_text()))  # the experiment's results, in the workspace
     assert set(after) == set(base)
     differs = {key for key in base if base[key] != after[key]}
     env = {"COLUMNS": "120"}

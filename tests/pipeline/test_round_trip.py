@@ -21,7 +21,8 @@ import yaml
 
 from jouleroute.stages.table import rerun_by
 from tests.pipeline.conftest import BIN, run
-from tests.pipeline.test_dvc_pipeline import ran, reproduced, scratch  # noqa: F401 (fixtures)
+from tests.pipeline.dvc_helpers import ran
+from tests.pipeline.test_dvc_pipeline import reproduced, scratch  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.integration]
 
