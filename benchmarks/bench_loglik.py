@@ -32,7 +32,7 @@ from jouleroute.backends import GenRequest
 from jouleroute.backends.base import best_normalized
 from jouleroute.backends.loglik import split_tokens
 from jouleroute.backends.transformers_backend import TransformersBackend
-from jouleroute.tasks import get_task
+from jouleroute.benchmarks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("arc_easy", "mmlu", "hellaswag")

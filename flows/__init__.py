@@ -5,7 +5,7 @@
 - ``flows.deployment``: the scheduled deployment (cron + timezone, one run at a time), served in the background.
 - ``flows.cli``: the ``jouleroute-flow`` command.
 
-- ``flows.tasks``: the Prefect tasks, one per stage and one per tournament shard job.
+Their Prefect tasks, one per stage and one per tournament shard job, live in the top-level ``tasks`` package.
 
 Orchestration sits on top: it imports ``jouleroute``; nothing imports it.
 """

@@ -1,9 +1,9 @@
 """The jouleroute pipeline and the replay study as Prefect flows.
 
-Each stage is one task run, ``dvc repro --single-item <stage>`` (``flows.tasks.stage``):
+Each stage is one task run, ``dvc repro --single-item <stage>`` (``tasks.stage``):
 DVC decides what is stale, so a rerun with nothing changed recomputes nothing
 and each task says ``Unchanged``. Each task run's version is computed just
-before it runs, from the stage's DVC deps and params (``flows.tasks.version``). The
+before it runs, from the stage's DVC deps and params (``tasks.version``). The
 first failed stage fails the flow run, with the stage's error as the state message.
 
 With ``dask_address`` or ``dask_workers``, the tournament's shard jobs run as
@@ -24,8 +24,8 @@ from prefect.states import Completed, Failed
 from flows.lock import pipeline_lock
 from flows.stages import choose, dvc_yaml_for, stage_order, target
 from jouleroute.offline import set_offline_defaults
-from flows.tasks.stage import BIN, StageError, dvc_stage, stage_env, stage_error, stream
-from flows.tasks.version import stage_version
+from tasks.stage import BIN, StageError, dvc_stage, stage_env, stage_error, stream
+from tasks.version import stage_version
 
 
 @task(name="stage-on-dask", cache_policy=NO_CACHE)

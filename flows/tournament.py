@@ -36,8 +36,8 @@ from flows.dask_workers import overhead_warnings, quiet_local_workers, worker_co
 from jouleroute.stages.context import StageContext
 from jouleroute.stages.tournament import tournament_stage
 from jouleroute.tournament import release_models
-from flows.tasks.logs import library_logs_to
-from flows.tasks.shard import shard_task
+from tasks.logs import library_logs_to
+from tasks.shard import shard_task
 
 
 def _dask_runner(dask_address: str | None, n_workers: int, threads_per_worker: int):
@@ -45,7 +45,7 @@ def _dask_runner(dask_address: str | None, n_workers: int, threads_per_worker: i
 
     if dask_address:
         return DaskTaskRunner(address=dask_address)
-    # Each worker's share of this machine's cores: its torch threads (flows/tasks/shard.py) stop there, so the
+    # Each worker's share of this machine's cores: its torch threads (tasks/shard.py) stop there, so the
     # workers together never run more threads than there are cores (oversubscribed threads spin and
     # inflate both the wall time and the CPU-time energy estimate).
     cores = max(1, (os.cpu_count() or 1) // (n_workers * threads_per_worker))

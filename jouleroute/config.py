@@ -8,7 +8,7 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from jouleroute.backends.config import BackendConfig
-from jouleroute.tasks.config import PrepareConfig
+from jouleroute.benchmarks.config import PrepareConfig
 from jouleroute.energy.config import EnergyConfig, EnergyPolicy
 from jouleroute.evaluation.config import EvaluateConfig
 from jouleroute.gateway.config import GatewayConfig

@@ -88,7 +88,7 @@ class CandidateSpec(StrictModel):
     prompt_style: Literal["chat", "fewshot"]  # zero-shot chat, or few-shot completion (base models)
     # direct: answer at once; cot: reason step by step first; loglik: multiple-choice rows are answered by
     # the best length-normalised log-likelihood of each choice (no decoding, never invalid), free-form rows
-    # (GSM8K, MATH-500, free-form BBH) by generation in `freeform_style` (jouleroute/tasks/cloze.py).
+    # (GSM8K, MATH-500, free-form BBH) by generation in `freeform_style` (jouleroute/benchmarks/cloze.py).
     answer_style: Literal["direct", "cot", "loglik"]
     freeform_style: Literal["direct", "cot"] = "direct"
     fewshot_k: int | None = Field(default=None, ge=0, le=8,

@@ -120,7 +120,7 @@ def render(name: str) -> dict[Path, str]:
     stage = (f"stages:\n  outcomes:\n    wdir: ../..\n    cmd: jouleroute --params studies/{name}/params.yaml outcomes\n"
              "    deps:\n      - jouleroute/replay\n      - jouleroute/stages/outcomes.py\n"
              "      - jouleroute/stages/profile_record.py\n      - jouleroute/tournament/summary.py\n"
-             f"      - jouleroute/tasks/grading.py\n      - data/external/outcomes/{spec['pool']}\n"
+             f"      - jouleroute/benchmarks/grading.py\n      - data/external/outcomes/{spec['pool']}\n"
              "      - data/outcomes/tokenizers/smollm2-135m-instruct\n      - data/external/energy/mlenergy-v2\n"
              f"    params:\n      - studies/{name}/params.yaml:\n          - public_pool\n"
              "          - energy_policy.allow_mixed_sources\n"

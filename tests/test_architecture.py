@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"energy", "models", "tracking", "datastore"},  # meters; the GGUF conversion; the MLflow store; the data root
     {"routing"},  # routers: score queries, decide at λ (knows no backend)
     {"backends"},  # how a model is asked
-    {"tasks"},  # the benchmark tasks: loaders, prompts, extraction, grading
+    {"benchmarks"},  # the benchmark tasks: loaders, prompts, extraction, grading
     {"tournament", "validation", "replay", "training", "evaluation", "gateway"},  # one package per concern
     {"config"},  # the typed params file: every package's config, under one root
     {"stages"},  # one module per dvc.yaml stage: params -> library -> outputs + MLflow
@@ -34,7 +34,7 @@ LAYERS: list[set[str]] = [
     {"cli"},
     {"__main__"},
 ]
-ORCHESTRATION = ("prefect", "prefect_dask", "distributed", "flows")  # above the library, never in it
+ORCHESTRATION = ("prefect", "prefect_dask", "distributed", "flows", "tasks")  # above the library, never in it
 
 
 def _layer_of(unit: str) -> int:

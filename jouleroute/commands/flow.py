@@ -1,6 +1,6 @@
 """`jouleroute flow ARGS`: forwards to `jouleroute-flow ARGS` (flows/cli.py) in a child process.
 
-Prefect lives in the top-level `flows/` package (its tasks in `flows/tasks/`); the library never
+Prefect lives in the top-level `flows/` and `tasks/` packages; the library never
 imports them, so this command only starts `python -m flows`.
 """
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from jouleroute.tasks import get_task
-from jouleroute.tasks.cloze import choice_frame
+from jouleroute.benchmarks import get_task
+from jouleroute.benchmarks.cloze import choice_frame
 
 
 def chance_level(row: pd.Series) -> float:

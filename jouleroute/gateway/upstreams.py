@@ -83,7 +83,7 @@ class InProcessUpstream(Upstream):
     """
 
     def __init__(self, candidate: CandidateSpec, backend: Backend, meter: Meter, compute_lock: threading.Lock) -> None:
-        from jouleroute.tasks.prompts import stop_sequences
+        from jouleroute.benchmarks.prompts import stop_sequences
 
         self.candidate_id, self.spec, self.backend, self.meter = candidate.candidate_id, candidate, backend, meter
         self.lock = compute_lock

@@ -45,7 +45,7 @@ def _check_models(available: list[str], cfg: PublicPoolConfig, where: str) -> No
 
 
 def zeroeval_table(cfg: PublicPoolConfig, repo_root: Path) -> PoolTable:
-    from jouleroute.tasks.grading import grade_math, grade_number  # math-verify: only when grading
+    from jouleroute.benchmarks.grading import grade_math, grade_number  # math-verify: only when grading
 
     folder = repo_root / cfg.source_dir
     questions = pd.read_csv(folder / "questions.csv", dtype={"qid": str, "gold_answer": str})

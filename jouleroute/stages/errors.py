@@ -47,8 +47,8 @@ def _missing_file(exc: FileNotFoundError, ctx) -> str:
 def expected_error(exc: BaseException, ctx) -> str | None:
     """The message to print for an expected failure, or ``None`` for a bug (traceback wanted)."""
     from jouleroute.backends.openai_backend import BackendRequestError
-    from jouleroute.tasks.reading import BenchmarkDataError
-    from jouleroute.tasks.registry import UnknownTaskError
+    from jouleroute.benchmarks.reading import BenchmarkDataError
+    from jouleroute.benchmarks.registry import UnknownTaskError
     from jouleroute.config import ParamsError
     from jouleroute.datastore.manifest import ManifestError
     from jouleroute.energy.zeus_meter import MeterUnavailableError

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from jouleroute.tasks import run_prepare
+from jouleroute.benchmarks import run_prepare
 from jouleroute.stages.context import StageContext
 
 logger = logging.getLogger(__name__)

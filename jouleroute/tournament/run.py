@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from jouleroute.backends import BackendConfig, GenRequest, LoglikRequest, answer_requests, make_backend
-from jouleroute.tasks import get_task
+from jouleroute.benchmarks import get_task
 from jouleroute.energy import EnergyConfig, attribute_window, attribution_rule, make_meter
 from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.provenance import seed_everything, stable_hash

@@ -13,7 +13,7 @@ import torch
 from jouleroute.backends import LoglikRequest, answer_requests
 from jouleroute.backends.base import GenRequest, best_normalized
 from jouleroute.backends.loglik import batch_logliks, split_tokens
-from jouleroute.tasks import get_task
+from jouleroute.benchmarks import get_task
 
 REQUEST = LoglikRequest("Question: which colour is the sky?\nAnswer:",
                         (" blue", " green with a long tail of words", " red"), ("A", "B", "C"))

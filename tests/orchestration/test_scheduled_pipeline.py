@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from flows.cli import main as flow_cli
-from flows.tasks.version import stage_version
+from tasks.version import stage_version
 from tests.orchestration.conftest import free_port, small_params
 from tests.pipeline.conftest import BIN, REPO, make_repo
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jouleroute.tasks import BBH_SUBTASKS, TASK_NAMES, UnknownTaskError, get_task
+from jouleroute.benchmarks import BBH_SUBTASKS, TASK_NAMES, UnknownTaskError, get_task
 from jouleroute.schema import QUERY_COLUMNS
 
 

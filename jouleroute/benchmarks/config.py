@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from jouleroute.tasks.registry import TASK_NAMES, TASKS
+from jouleroute.benchmarks.registry import TASK_NAMES, TASKS
 from jouleroute.strict import StrictModel
 
 # Small enough to profile every candidate on 2 CPU cores; bbh 27 covers each sub-task once.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jouleroute.tasks import get_task
+from jouleroute.benchmarks import get_task
 
 GSM8K = get_task("gsm8k")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jouleroute.tasks import get_task
+from jouleroute.benchmarks import get_task
 
 # mmlu/test-abstract_algebra-0000: options 0 / 4 / 2 / 6, gold B ("4").
 MMLU_ID = "mmlu/test-abstract_algebra-0000"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jouleroute.tasks import get_task
+from jouleroute.benchmarks import get_task
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = REPO_ROOT / "data" / "external" / "benchmarks"  # the data root (docs/data.md)
@@ -20,6 +20,6 @@ def bundled_dir() -> Path:
 @pytest.fixture(scope="session")
 def docs_by_id() -> dict[str, dict]:
     """Every bundled query document, by query id (loading all seven tasks takes well under 1 s)."""
-    from jouleroute.tasks import TASK_NAMES
+    from jouleroute.benchmarks import TASK_NAMES
 
     return {d["query_id"]: d for name in TASK_NAMES for d in get_task(name).load(BUNDLED)}

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from math_verify import parse, verify
 
-from jouleroute.tasks.extract import (
+from jouleroute.benchmarks.extract import (
     answer_span,
     extract_label,
     extract_letter,

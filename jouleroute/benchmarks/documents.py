@@ -15,7 +15,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Iterable
 
-from jouleroute.tasks.reading import BenchmarkDataError, data_error, field, string_list
+from jouleroute.benchmarks.reading import BenchmarkDataError, data_error, field, string_list
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 Rows = Iterable[tuple[int, dict]]

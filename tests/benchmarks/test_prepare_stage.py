@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from jouleroute.tasks import BBH_SUBTASKS, TASK_NAMES, BenchmarkDataError, PrepareConfig, run_prepare
-from jouleroute.tasks.config import SplitFractions
-from jouleroute.tasks.prepare import assign_splits, sample_docs
+from jouleroute.benchmarks import BBH_SUBTASKS, TASK_NAMES, BenchmarkDataError, PrepareConfig, run_prepare
+from jouleroute.benchmarks.config import SplitFractions
+from jouleroute.benchmarks.prepare import assign_splits, sample_docs
 from jouleroute.schema import QUERY_SCHEMA, SPLITS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def test_rows_trace_back_to_their_source(tmp_path, repo_cwd):
 
 
 def test_larger_samples_only_add_queries(bundled_dir):
-    from jouleroute.tasks import get_task
+    from jouleroute.benchmarks import get_task
 
     docs = get_task("bbh").load(bundled_dir)
     small = sample_docs(docs, 27, seed=0, by_subtask=True)
@@ -136,7 +136,7 @@ def test_missing_local_file_is_named(tmp_path, bundled_dir):
 def test_default_run_never_imports_datasets(tmp_path):
     # `datasets` (and with it the Hub client) is imported only for source 'hf'.
     code = (
-        "import sys; from jouleroute.tasks import PrepareConfig, run_prepare; "
+        "import sys; from jouleroute.benchmarks import PrepareConfig, run_prepare; "
         f"run_prepare(PrepareConfig(), 'data/external/benchmarks', r'{tmp_path / 'q.parquet'}'); "
         "assert 'datasets' not in sys.modules"
     )

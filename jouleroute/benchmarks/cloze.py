@@ -16,7 +16,7 @@ import json
 from typing import Mapping, Sequence
 
 from jouleroute.backends.base import LoglikRequest
-from jouleroute.tasks.documents import LETTERS, render_options
+from jouleroute.benchmarks.documents import LETTERS, render_options
 
 HELLASWAG_LEAD = "Pick the most likely continuation.\n"
 _BBH_LABEL_PAIRS = {"True or False": ("True", "False"), "Yes or No": ("Yes", "No"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from jouleroute.tasks.registry import Task
+from jouleroute.benchmarks.registry import Task
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from jouleroute.tournament import ShardJob, TournamentInputs, run_job
-from flows.tasks.logs import library_logs_to
+from tasks.logs import library_logs_to
 
 
 def worker_cpu_threads() -> int | None:

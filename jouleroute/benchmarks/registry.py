@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Callable, Literal, Mapping, Sequence
 
 from jouleroute.backends.base import LoglikRequest
-from jouleroute.tasks import cloze, grading, prompts
-from jouleroute.tasks import documents as docs
-from jouleroute.tasks.reading import BenchmarkDataError, read_bbh_json, read_jsonl
+from jouleroute.benchmarks import cloze, grading, prompts
+from jouleroute.benchmarks import documents as docs
+from jouleroute.benchmarks.reading import BenchmarkDataError, read_bbh_json, read_jsonl
 
 # Stages run from the repository root; the benchmark files lie in the data root (paths.data_dir).
 DEFAULT_DATA_DIR = Path("data/external/benchmarks")

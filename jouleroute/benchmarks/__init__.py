@@ -4,11 +4,11 @@
 completion prompts, and grades outputs; ``run_prepare`` samples and splits the query table.
 """
 
-from jouleroute.tasks.config import PrepareConfig, SplitFractions
-from jouleroute.tasks.grading import Grade
-from jouleroute.tasks.prepare import run_prepare
-from jouleroute.tasks.reading import BenchmarkDataError
-from jouleroute.tasks.registry import (
+from jouleroute.benchmarks.config import PrepareConfig, SplitFractions
+from jouleroute.benchmarks.grading import Grade
+from jouleroute.benchmarks.prepare import run_prepare
+from jouleroute.benchmarks.reading import BenchmarkDataError
+from jouleroute.benchmarks.registry import (
     BBH_SUBTASKS,
     DEFAULT_DATA_DIR,
     DEFAULT_FEWSHOT_K,

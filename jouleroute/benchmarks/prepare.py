@@ -18,9 +18,9 @@ import pandas as pd
 import pyarrow as pa
 
 from jouleroute.atomic import atomic_write_table
-from jouleroute.tasks.config import PrepareConfig, SplitFractions
-from jouleroute.tasks.reading import BenchmarkDataError
-from jouleroute.tasks.registry import TASK_NAMES, Task, get_task
+from jouleroute.benchmarks.config import PrepareConfig, SplitFractions
+from jouleroute.benchmarks.reading import BenchmarkDataError
+from jouleroute.benchmarks.registry import TASK_NAMES, Task, get_task
 from jouleroute.schema import QUERY_COLUMNS, QUERY_SCHEMA, SPLITS
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def assign_splits(query_ids: list[str], fractions: SplitFractions, seed: int) ->
 
 def _load(task: Task, cfg: PrepareConfig, data_dir: Path) -> list[dict]:
     if cfg.source == "hf":
-        from jouleroute.tasks.hf import load_hf_docs  # network only when asked for
+        from jouleroute.benchmarks.hf import load_hf_docs  # network only when asked for
 
         return load_hf_docs(task, cfg.hf.get(task.name, task.hf.dataset_id))
     root = Path(cfg.local_dir) if cfg.source == "local" else Path(data_dir)

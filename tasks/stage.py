@@ -18,7 +18,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed
 
-from flows.tasks.logs import line_level
+from tasks.logs import line_level
 
 BIN = Path(sys.executable).parent
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jouleroute.tasks import BBH_SUBTASKS, get_task
-from jouleroute.tasks.grading import bbh_target_kind
+from jouleroute.benchmarks import BBH_SUBTASKS, get_task
+from jouleroute.benchmarks.grading import bbh_target_kind
 
 BBH = get_task("bbh")
 

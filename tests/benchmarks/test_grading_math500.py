@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from jouleroute.tasks import get_task
+from jouleroute.benchmarks import get_task
 
 MATH = get_task("math500")
 

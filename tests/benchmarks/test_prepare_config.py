@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from jouleroute.tasks import TASK_NAMES, PrepareConfig
+from jouleroute.benchmarks import TASK_NAMES, PrepareConfig
 
 
 def test_defaults_cover_every_task():
