@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         quiet_libraries()
     from jouleroute.commands import COMMANDS, PARAMS_OPTIONAL
     from jouleroute.stages import STAGES
-    from jouleroute.stages.errors import expected_error
+    from jouleroute.commands.errors import expected_error
 
     ctx = None
     try:

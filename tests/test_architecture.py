@@ -251,7 +251,7 @@ def _module_path(name: str) -> Path | None:
 
 
 def test_no_stage_module_imports_another_stage_module():
-    """What two stages share lives in a module that is no stage (stages/context.py, inputs.py, training.py)."""
+    """What two stages share lives in a module that is no stage (stages/context.py, tournament_inputs.py, router_training.py)."""
     stages = {name for path in DVC_FILES for name in table.stage_order(path)}
     offenders = []
     for stage in stages:

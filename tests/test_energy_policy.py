@@ -15,7 +15,7 @@ from jouleroute.config import MOVED_KEYS, ParamsError, load_params
 from jouleroute.energy import EnergyPolicy
 from jouleroute.stages import StageFailed, table
 from jouleroute.stages.context import StageContext
-from jouleroute.stages.training import training_run
+from jouleroute.stages.router_training import training_run
 
 REPO = Path(__file__).resolve().parents[1]
 STAGES = REPO / "jouleroute" / "stages"
@@ -99,7 +99,7 @@ def test_the_scan_sees_the_reads_it_is_meant_to_see():
     """The dependency test above relies on this scan; check it on stages whose reads are known."""
     assert policy_reads("validate") == {"energy_policy.allow_mixed_sources"}
     assert policy_reads("router_data") == {"energy_policy"}
-    assert policy_reads("sft") == {"energy_policy.norm"}  # through stages/training.py
+    assert policy_reads("sft") == {"energy_policy.norm"}  # through stages/router_training.py
 
 
 def test_training_refuses_labels_built_with_another_norm(tmp_path):

@@ -5,6 +5,11 @@ and its code is ``x_stage(ctx)`` in ``jouleroute/stages/x.py``; the module's doc
 ``--help``. dvc.yaml is the only list of stages (``table.py`` reads it): adding a stage is one entry
 there plus one module here. Imports are lazy so ``jouleroute --help`` stays fast (torch/TRL load only
 when a stage runs).
+
+Besides the stages, only what they share (no stage module imports another): ``context.py`` (what every
+stage receives), ``table.py`` (the stage table read from dvc.yaml), ``tournament_inputs.py`` (the tournament's
+inputs, which grpo's and budget's live rollouts reuse), ``router_training.py`` (what the router stages share)
+and ``profile_record.py`` (what every profile source but the tournament writes besides the profile).
 """
 
 from __future__ import annotations

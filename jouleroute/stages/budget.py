@@ -18,13 +18,13 @@ from pathlib import Path
 import pandas as pd
 
 from jouleroute.stages.context import StageContext
-from jouleroute.stages.training import grpo_run
+from jouleroute.stages.router_training import grpo_run
 
 logger = logging.getLogger(__name__)
 
 
 def budget_stage(ctx: StageContext) -> dict:
-    from jouleroute.stages.training import base_model_dir
+    from jouleroute.stages.router_training import base_model_dir
     from jouleroute.training.budget import BudgetInputs, outcome_rows, run_budget
     from jouleroute.training.router_data import UNPROFILED
 
@@ -43,7 +43,7 @@ def budget_stage(ctx: StageContext) -> dict:
                           prior_strength=ctx.params.router_data.prior_strength)
     live, completed = None, None
     if ctx.params.grpo.reward_source == "live":  # rollouts run on the tournament's backend, into the live-pair cache
-        from jouleroute.stages.inputs import tournament_inputs
+        from jouleroute.stages.tournament_inputs import tournament_inputs
         from jouleroute.tournament.live import LiveOutcomes
 
         live = partial(LiveOutcomes, tournament_inputs(ctx))

@@ -27,7 +27,7 @@ from jouleroute.routing.champion import clear_champion, save_champion
 from jouleroute.routing.families import get_family
 from jouleroute.routing.registry import build_router, candidate_order
 from jouleroute.stages.context import StageContext
-from jouleroute.stages.training import grpo_run
+from jouleroute.stages.router_training import grpo_run
 from jouleroute.tracking import StageRun, tag_router_version
 
 logger = logging.getLogger(__name__)

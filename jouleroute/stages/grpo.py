@@ -10,7 +10,7 @@ import json
 import logging
 
 from jouleroute.stages.context import StageContext, write_json
-from jouleroute.stages.training import RUN_RECORD, heldout_check, log_training_metrics, sft_heldout, training_run
+from jouleroute.stages.router_training import RUN_RECORD, heldout_check, log_training_metrics, sft_heldout, training_run
 from jouleroute.tracking import register_router, registered_name
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ def grpo_stage(ctx: StageContext) -> dict:
 def _train_and_check(ctx: StageContext, run) -> dict:
     from functools import partial
 
-    from jouleroute.stages.inputs import tournament_inputs
+    from jouleroute.stages.tournament_inputs import tournament_inputs
     from jouleroute.training.common import StepProgress
     from jouleroute.training.grpo import run_grpo
 

@@ -7,7 +7,7 @@ router's held-out check on the val split.
 from __future__ import annotations
 
 from jouleroute.stages.context import StageContext, write_json
-from jouleroute.stages.training import base_model_dir, heldout_check, heldout_key, log_training_metrics, training_run
+from jouleroute.stages.router_training import base_model_dir, heldout_check, heldout_key, log_training_metrics, training_run
 
 
 def sft_stage(ctx: StageContext) -> dict:

@@ -20,7 +20,7 @@ import pandas as pd
 from jouleroute.tournament.summary import summarize_profile, summary_metrics, summary_table
 from jouleroute.provenance import file_sha256, git_sha, hardware, library_versions
 from jouleroute.stages.context import StageContext, write_json
-from jouleroute.stages.inputs import tournament_inputs
+from jouleroute.stages.tournament_inputs import tournament_inputs
 from jouleroute.tournament.loading import loading_summary
 from jouleroute.tournament.run import JobRunner, run_tournament
 from jouleroute.tracking import energy_label

@@ -197,8 +197,8 @@ def test_a_file_that_is_no_table_is_one_line(fake_ref, tmp_path: Path, repo_root
 
 
 def test_a_bad_flag_keeps_its_quotes_and_lists_every_spelling(fake_ref, tmp_path: Path, repo_root: Path) -> None:
-    """The CLI's one line (stages/errors.py) keeps the closing quote of "got '2'" and names what is accepted."""
-    from jouleroute.stages.errors import expected_error
+    """The CLI's one line (commands/errors.py) keeps the closing quote of "got '2'" and names what is accepted."""
+    from jouleroute.commands.errors import expected_error
 
     rows = [dict(r) for r in GOOD_ROWS]
     rows[2]["correct"] = 2

@@ -1,6 +1,6 @@
 """The tournament's inputs, built from the params: the tournament runs on them, and grpo's and budget's live
 rollouts answer through the same backend (reading its shard store, writing the live-pair cache). Here, so that no stage module imports another; what
-the router stages share is in stages/training.py, which the tournament never reads."""
+the router stages share is in stages/router_training.py, which the tournament never reads."""
 
 from __future__ import annotations
 
