@@ -13,7 +13,7 @@ def savings() -> str:
     scored once on test, against the best and the reference single; the test-chosen share as a hindsight bound."""
     from jouleroute.evaluation.headline import iso_headline
 
-    rows = ["| pool | best single (test acc, J/query) | reference single (test acc, J/query) | deployed: champion at λ "
+    rows = ["| pool | best single (test acc, J/query) | reference single (test acc, J/query) | deployed "
             "| accuracy − best [95% CI], verdict | energy share of best [95% CI] | routing gain vs reference [95% CI] "
             "| hindsight bound | energy |", "|---|---|---|---|---|---|---|---:|---|"]
     pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"  # noqa: E731
@@ -29,13 +29,20 @@ def savings() -> str:
         signed = lambda x: f"{x:+.3f}"  # noqa: E731
         rows.append(f"| {label} | {dep['best_single']} ({dep['best_accuracy']:.3f}, {dep['best_j_per_query']:.4g}) "
                     f"| {dep['reference_single']} ({dep['reference_accuracy']:.3f}, {dep['reference_j_per_query']:.4g}) "
-                    f"| {dep['champion']} at {dep['lam']:.3g} ({dep['accuracy']:.3f}, {dep['j_per_query']:.4g}) "
+                    f"| {_served(dep)} ({dep['accuracy']:.3f}, {dep['j_per_query']:.4g}) "
                     f"| {signed(dep['accuracy_diff_vs_best'])}{ci('accuracy_diff_vs_best', signed)}, "
                     f"{dep['noninferiority']} "
                     f"| {pct(dep['energy_share_of_best'])}{ci('energy_share_of_best', pct)} "
                     f"| {dep['routing_gain']:.2f}{ci('routing_gain', lambda x: f'{x:.2f}')} "
                     f"| {hindsight} | `{dep['energy_source']}` |")
     return "\n".join(rows)
+
+
+def _served(dep: dict) -> str:
+    """What is deployed: the champion at its λ, or the single model when routing did not pay on selection."""
+    if dep.get("policy") == "single":
+        return f"always {dep['single']} (champion {dep['champion']} did not pay)"
+    return f"{dep['champion']} at {dep['lam']:.3g}"
 
 
 def _evaluated_pipelines() -> list[tuple[str, dict]]:

@@ -27,6 +27,7 @@ LAYERS: list[set[str]] = [
     {"routing"},  # routers: score queries, decide at λ (knows no backend)
     {"backends"},  # how a model is asked
     {"benchmarks"},  # the benchmark tasks: loaders, prompts, extraction, grading
+    {"cascade"},  # cascades that read the answers: agreement by the graders, chains, their search and scoring
     {"tournament", "validation", "replay", "training", "evaluation", "gateway"},  # one package per concern
     {"config"},  # the typed params file: every package's config, under one root
     {"stages"},  # one module per dvc.yaml stage: params -> library -> outputs + MLflow
@@ -226,6 +227,26 @@ def test_router_families_are_listed_in_one_table():
             if len(listed) >= 2:
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: {sorted(listed)}")
     assert not found, "router families listed outside jouleroute/routing/families.py:\n" + "\n".join(found)
+
+
+def test_public_pools_are_named_in_one_table():
+    """A public pool is declared once, in its module of jouleroute/replay/pools/ (its folder, models, split rule and
+    page title): no other module or script names it, its study folder, its data folder or its page's title; the
+    importer, the preset generator and the study page read the table."""
+    from jouleroute.replay.pools import public_pools
+
+    found = []
+    for pool in public_pools().values():
+        own = REPO / Path(*pool.read.__module__.split(".")).with_suffix(".py")
+        names = {pool.name, pool.study, pool.folder, pool.title}
+        for path in [*sorted(LIB.rglob("*.py")), *sorted((REPO / "scripts").rglob("*.py"))]:
+            if path == own:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                        node.value in names or pool.folder in node.value or pool.title in node.value):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value[:60]!r}")
+    assert not found, "public pools named outside jouleroute/replay/pools/<pool>.py:\n" + "\n".join(found)
 
 
 def test_reading_params_and_the_family_table_imports_no_torch_or_sklearn():

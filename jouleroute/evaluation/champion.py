@@ -1,7 +1,9 @@
-"""The champion: the router to deploy, chosen on val among the contest's routers, saved as fitted and registered.
+"""The champion: the router to deploy, saved as fitted and registered.
 
-``select_champion`` chooses (evaluation/selection.py: the LM checkpoints, the LM router with kNN evidence or
-per-query energy by their cross-fitted val figures, the baselines fitted on train); ``champion_scores`` scores
+``select_champion`` runs the val contest (evaluation/selection.py: the LM checkpoints, the LM router with kNN
+evidence or per-query energy by their cross-fitted val figures, the baselines fitted on train); the deployment
+(evaluation/deployment.py) then chooses the champion on selection data, and ``adopt_deployed`` makes it the
+winner; ``champion_scores`` scores
 any queries with the chosen router (its val sweep, its deployed point on test); ``champion_artifact`` returns
 what ``routing.champion.save_champion`` writes; ``register`` puts it in the Model Registry. Test plays no part
 in any choice here.
@@ -15,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from jouleroute.evaluation.contest import Contest, EvaluateSetup, unmetered_scores
+from jouleroute.evaluation.deployed_policy import SINGLE
 from jouleroute.evaluation.selection import Contender, choose
 from jouleroute.routing.blend import blend_scores
 from jouleroute.routing.scores import Scores
@@ -55,6 +58,20 @@ def select_champion(setup: EvaluateSetup, contest: Contest, tracking: bool) -> d
 
         selection |= {"registered_model": champion_name(p.tracking.experiment), "alias": CHAMPION_ALIAS}
     return selection
+
+
+def adopt_deployed(selection: dict, deployment: dict) -> dict:
+    """``selection`` with the deployed champion as its winner (chosen on selection data, evaluation/deployment.py),
+    which may differ from the val contest's; the val winner stays as ``val_winner``."""
+    if deployment["champion"] == selection["winner"]["name"]:
+        return selection
+    row = next(c for c in selection["contenders"] if c["name"] == deployment["champion"])
+    winner = {"name": row["name"], "family": row["family"], "checkpoint": row["checkpoint"],
+              "val_utility": row["val_utility"], "model_dir": None, "knn_evidence": None,
+              "iso_share_val": row["iso_share_val"]}
+    logger.info("the champion is %s, deployed on selection data (the val contest's winner: %s)", row["name"],
+                selection["winner"]["name"])
+    return selection | {"winner": winner, "val_winner": selection["winner"]}
 
 
 def _points(cross_fitted: dict, key) -> dict[str, tuple[float, float]] | None:
@@ -127,7 +144,8 @@ def champion_artifact(setup: EvaluateSetup, contest: Contest, selection: dict, d
               "lambda_range": [min(p.router_data.lambdas), max(p.router_data.lambdas)],
               "model_dir": win["model_dir"], "knn_evidence": win.get("knn_evidence"),
               "val_utility": win["val_utility"], "evaluate_run_id": run_id,
-              "val_sweep": deployment.get("sweep"),
+              "val_sweep": deployment.get("sweep"), "policy": deployment["policy"],
+              "single": deployment["single"] if deployment["policy"] == SINGLE else None,
               "embedding": p.baselines.embedding.model_dump(mode="json") | {"cache_dir": None}}
     parts = {}  # what the gateway assembles: key -> the fitted router
     if win["family"] in contest.fitted:
@@ -153,10 +171,11 @@ def champion_artifact(setup: EvaluateSetup, contest: Contest, selection: dict, d
 
 
 def register(selection: dict | None, lam: float, run_id: str | None, tracking_uri: str | None, experiment: str,
-             provenance: dict, champion_dir: Path | None = None) -> str | None:
+             provenance: dict, champion_dir: Path | None = None, single: str | None = None) -> str | None:
     """The champion in the Model Registry (alias ``champion``), with its val figures as tags; the version's
     source is the champion artifact, logged to the evaluate run. ``provenance``: the ``git_sha`` of the run and
-    the ``baselines_hash`` of the params that fitted it. Returns the version (``None``: not registered)."""
+    the ``baselines_hash`` of the params that fitted it; ``single``: the model served instead of routing, when
+    routing does not pay on selection data. Returns the version (``None``: not registered)."""
     if not selection or not run_id:
         return None
     from jouleroute.tracking import register_champion
@@ -164,6 +183,8 @@ def register(selection: dict | None, lam: float, run_id: str | None, tracking_ur
     win = selection["winner"]
     pointer = {"family": win["family"], "checkpoint": win["checkpoint"], "model_dir": win["model_dir"] or "",
                "lam": f"{lam:g}", "baselines_hash": provenance["baselines_hash"]}
+    if single:  # routing does not pay on selection data: every query goes to this model
+        pointer["single"] = single
     if champion_query_energy(selection):  # served deciding with the per-query energy saved with the champion
         pointer["query_energy"] = "1"
     if win.get("knn_evidence"):  # served as the LM router blended with a kNN fitted with these baselines

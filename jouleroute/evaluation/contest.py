@@ -83,6 +83,7 @@ class Contest:
     lm_scores: Scores | None = None  # with kNN evidence when val adopted it
     evidence: dict | None = None
     energy_report: dict | None = None
+    overhead_keys: dict = field(default_factory=dict)  # router -> what its own per-query cost depends on
 
     @property
     def blended(self) -> bool:
@@ -122,7 +123,8 @@ def fit_contest(setup: EvaluateSetup, profile: pd.DataFrame, queries: pd.DataFra
     if lm_router is not None:  # every router the same way: score once, decide at each λ
         scores = lm_router.score(test_queries, progress=setup.progress(len(test_queries), "LM routing"))
         contest.lm_router = lm_router
-        contest.lm_scores = stable_overhead(scores, _lm_overhead_key(setup, lm_router, meter), setup.overhead_cache)
+        contest.overhead_keys["lm"] = _lm_overhead_key(setup, lm_router, meter)
+        contest.lm_scores = stable_overhead(scores, contest.overhead_keys["lm"], setup.overhead_cache)
     learned = [family for family in learned_families() if family in baselines.families]
     tick = setup.progress(len(learned), "baselines (embed, fit, route)") if learned else None
     for family in learned:
@@ -130,7 +132,7 @@ def fit_contest(setup: EvaluateSetup, profile: pd.DataFrame, queries: pd.DataFra
         router = contest.fitted[family] = build_router(family, train_profile, queries, candidates, baselines,
                                                        meter=meter, energy=p.energy_policy, lam=p.router.lam)
         settings = {"baselines": p.baselines.model_dump(mode="json"), "train_rows": len(train_profile)}
-        key = cache_key(family, settings, meter.source, meter.device_info())
+        key = contest.overhead_keys[family] = cache_key(family, settings, meter.source, meter.device_info())
         contest.test_scores[family] = stable_overhead(router.score(test_queries), key, setup.overhead_cache)
         tick(1)
     if baselines.query_energy == "auto" and contest.val_rows and contest.on_train:

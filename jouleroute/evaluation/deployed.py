@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from jouleroute.evaluation.outcomes import ProfileMatrix, build_matrix
+from jouleroute.routing.scores import RoutingDecisions
 from jouleroute.routing.target import RouterTarget, choose_lambda
 from jouleroute.stats import percentile_interval, resample_index
 
@@ -159,6 +160,15 @@ def _verdicts(out: dict, margin: float) -> dict:
 DEPLOYED = "deployed"  # the deployed point's name among the routers of a report
 
 
+def deployed_decisions(deployment: dict, scores) -> RoutingDecisions:
+    """The deployed point's test decisions: the champion's ``scores`` decided at the deployed λ, or every query
+    sent to the single model deployed when routing does not pay on selection data (no router runs: no cost)."""
+    chosen = scores.decide(deployment["lam"])
+    if deployment.get("policy") != "single":
+        return chosen
+    return RoutingDecisions(list(chosen.query_ids), [deployment["single"]] * len(chosen.query_ids))
+
+
 def deployed_block(m: ProfileMatrix, run, deployment: dict, with_overhead: bool, margin: float, samples: int,
                    confidence: float, seed: int) -> dict:
     """report.json's ``deployed``: the choices made on selection data, and the deployed point (``run``, the
@@ -175,6 +185,9 @@ def deployed_block(m: ProfileMatrix, run, deployment: dict, with_overhead: bool,
 
     test = scored(with_overhead) | {"overhead_metered": outcome.overhead_source != "none",
                                     "view": "with_overhead" if with_overhead else "models_only"}
+    if deployment.get("policy") == "single":  # no router runs: nothing of its own to meter
+        test |= {"routing": f"routing not deployed: {deployment['single']} serves every "
+                                                      "query (routing did not pay on selection data)"}
     if with_overhead:  # the models' energy alone too: what the router's choices save, before its own cost
         keep = ("j_per_query", "energy_share_of_best", "energy_share_of_best_ci", "routing_gain", "routing_gain_ci",
                 "routing")

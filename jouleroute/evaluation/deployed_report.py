@@ -11,7 +11,8 @@ def deployed_metrics(block: dict, energy_source: str) -> dict:
     """metrics.json's ``deployed``: the choices, their stability, and the test figures with their CIs as scalars."""
     test, singles = block["test"], block["singles"]
     stability = {**singles.get("stability", {}), **block.get("stability", {})}
-    out = {"champion": block["champion"], "family": block["family"], "lam": block["lam"],
+    out = {"served": block.get("served", block["champion"]), "policy": block.get("policy", "route"),
+           "single": block.get("single"), "champion": block["champion"], "family": block["family"], "lam": block["lam"],
            "chosen_by": block["chosen_by"], "met_on_selection": block["met_on_selection"],
            "selection_data": block["selection_sweep"]["data"],
            "n_selection_queries": block["selection_sweep"]["n_queries"],
@@ -62,26 +63,31 @@ def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
     goal = {"iso_accuracy": f"accuracy at least the best single's minus {singles['tolerance']:g}",
             "accuracy_floor": f"accuracy at least {block['floor_or_share']:.3f}",
             "energy_share": f"at most {block['floor_or_share']:.0%} of the best single's energy"}[block["chosen_by"]]
+    single = block.get("policy") == "single"
     met = ("meets it on selection data" if block["met_on_selection"] else
-           f"**no λ meets it on selection data** ({block['reason']}); the closest λ is deployed")
+           f"**no λ meets it on selection data** ({block['reason']})" + ("" if single else "; the closest λ is deployed"))
+    served = block.get("served") or f"{block['champion']} at λ={block['lam']:.4g}"
     lines = ["", "## The deployed point", "",
-             f"Chosen on selection data only ({singles['n_queries']} train and val queries for the singles; the "
-             f"champion's sweep over {len(sweep['lam'])} λ on {sweep['n_queries']} queries, {sweep['data']}); "
-             f"test scores each choice once (docs/metrics.md, \"The deployed point\").", "",
+             f"**Deployed: {served}.** Chosen on selection data only ({singles['n_queries']} train and val queries "
+             f"for the singles; the champion's sweep over {len(sweep['lam'])} λ on {sweep['n_queries']} queries, "
+             f"{sweep['data']}); test scores each choice once (docs/metrics.md, \"The deployed point\").", "",
              f"- Best single: `{best['candidate']}` ({best['accuracy']:.3f} on selection){stable('best_single')}.",
              f"- Reference single, the cheapest within {singles['tolerance']:g} of it: `{ref['candidate']}` "
              f"({ref['accuracy']:.3f} at {ref['j_per_query']:.4g} J/query on selection){stable('reference_single')}.",
              f"- Champion `{block['champion']}`"
-             + ("" if block.get("champion_first_on_utility") is None else
+             + ("" if block.get("champion_first_on_utility") is None or block.get("val_winner", block["champion"])
+                != block["champion"] else
                 f" (first on mean val utility in {_pct(block['champion_first_on_utility'])} of val resamples)")
              + f" at λ = {block['lam']:.4g}, the target ({goal}) {met}{stable('lam')}"
-             + (f"; 90% of the resamples choose λ in [{spread[0]:.3g}, {spread[1]:.3g}]" if spread else "") + ".", "",
+             + (f"; 90% of the resamples choose λ in [{spread[0]:.3g}, {spread[1]:.3g}]" if spread else "") + ".",
+             *_policy_lines(block, single, stable), "",
+             *_contender_table(block.get("contenders"), energy_source), "",
              f"On test ({test['n_queries']} queries, {test['confidence']:.0%} paired-bootstrap intervals over "
              f"{test['samples']} resamples, `{test['view']}` view, energy **{energy_source}**"
-             + ("" if test["overhead_metered"] else "; the router's own cost was not metered for this point")
+             + ("" if test["overhead_metered"] or single else "; the router's own cost was not metered for this point")
              + "):", "",
              f"| policy | accuracy | J/query [{energy_source}] |", "|---|---:|---:|",
-             f"| **deployed** ({block['champion']}, λ={block['lam']:.4g}) | {test['accuracy']:.3f} "
+             f"| **deployed** ({served}) | {test['accuracy']:.3f} "
              f"| {test['j_per_query']:.4g} |",
              f"| best single `{best['candidate']}` | {test['best_accuracy']:.3f} | {test['best_j_per_query']:.4g} |",
              f"| reference single `{ref['candidate']}` | {test['reference_accuracy']:.3f} "
@@ -105,6 +111,36 @@ def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
     return lines
 
 
+def _policy_lines(block: dict, single: bool, stable) -> list[str]:
+    """Whether routing pays over the single model the target picks alone, on selection data."""
+    alone = block.get("single_on_selection")
+    if "policy" not in block:
+        return []
+    if alone is None:
+        return ["- No single model meets the target on selection data: the champion is deployed."]
+    point = next((c for c in block.get("contenders", []) if c["name"] == block["champion"]), None)
+    own = "" if not point or not point.get("overhead_j") else f", its own cost {point['overhead_j']:.3g} J/query included"
+    figures = ("" if point is None else f" ({point['accuracy_diff_vs_best']:+.3f} vs the best single, "
+               f"{_pct(point['energy_share_of_best'])} of its energy{own})")
+    return [f"- Without a router the target picks `{alone['candidate']}` ({alone['accuracy_diff_vs_best']:+.3f} vs "
+            f"the best single, {_pct(alone['energy_share_of_best'])} of its energy, on selection data). The champion"
+            f"{figures} " + ("does not beat it, or misses the target: **that single model is deployed**, every query "
+                             "sent to it, no router run" if single else "beats it: **routing is deployed**")
+            + f"{stable('policy')}."]
+
+
+def _contender_table(contenders: list[dict] | None, energy_source: str) -> list[str]:
+    """Every contender's deployed point on selection data: how the champion was chosen."""
+    if not contenders:
+        return []
+    rows = [f"| `{c['name']}` | {c['data']} ({c['n_queries']}) | {c['lam']:.4g} | {'yes' if c['met_on_selection'] else 'no'} "
+            f"| {c['accuracy_diff_vs_best']:+.3f} | {_pct(c['energy_share_of_best'])} |" for c in contenders]
+    return ["Contenders on selection data, each at its own deployed λ (energy share of the best single on the same "
+            f"queries, the router's own cost included where the headline counts it; energy {energy_source}):", "",
+            "| contender | scored on (queries) | λ | meets the target | accuracy − best | energy share |",
+            "|---|---|---:|---|---:|---:|", *rows]
+
+
 def deployed_summary(dep: dict | None) -> list[str]:
     """`jouleroute where`'s first lines: the deployed point and its figures, from metrics.json's ``deployed``."""
     if not dep:
@@ -112,8 +148,10 @@ def deployed_summary(dep: dict | None) -> list[str]:
     ci = lambda name, scale=1.0: ("" if dep[f"{name}_ci_low"] is None else  # noqa: E731
                                   f" [{scale * dep[f'{name}_ci_low']:.3g}, {scale * dep[f'{name}_ci_high']:.3g}]")
     src = dep["energy_source"]
-    met = "" if dep["met_on_selection"] else " (no λ met the target on selection data: the closest is deployed)"
-    return [f"deployed point (what `jouleroute serve` serves): {dep['champion']} at λ={dep['lam']:.4g}, chosen by "
+    met = ("" if dep["met_on_selection"] or dep.get("policy") == "single" else
+           " (no λ met the target on selection data: the closest is deployed)")
+    served = dep.get("served") or f"{dep['champion']} at λ={dep['lam']:.4g}"
+    return [f"deployed point (what `jouleroute serve` serves): {served}, chosen by "
             f"{dep['chosen_by']} on {dep['n_selection_queries']} selection queries ({dep['selection_data']}){met}",
             f"  on {dep['n_test_queries']} test queries: accuracy {dep['accuracy']:.3f}, "
             f"{dep['accuracy_diff_vs_best']:+.3f}{ci('accuracy_diff_vs_best')} vs best single "

@@ -1,10 +1,13 @@
-"""Where the champion is deployed, decided on selection data: its sweep over the decision grid, the λ that meets
-``router.target``, the best and the reference single, and how stable each choice is (evaluation/deployed.py).
+"""What is deployed, decided on selection data: the champion among every contender's selection sweep over the
+decision grid, its λ that meets ``router.target``, the best and the reference single, whether routing pays over
+them (evaluation/deployed_policy.py), and how stable each choice is (evaluation/deployed.py).
 
 A learned baseline family is cross-fitted over ``evaluate.selection_folds`` folds of the train and val queries:
-each fold is scored by the family fitted on the others, so every selection query is scored by a router that never
-saw it, as a test query would be. The LM router (trained once, on train) and a champion that decides with
-per-query energy are scored on val. The test split is never read here.
+each fold is scored by the family fitted on the others (deciding with per-query energy fitted on the same folds
+when val adopted it), so every selection query is scored by a router that never saw it, as a test query would be.
+The LM router (trained once, on train) is scored on val when it won the val contest. Where the headline counts
+the router's own cost, each contender's is measured on the val queries, as on test. The test split is never read
+here.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ import logging
 
 import numpy as np
 
-from jouleroute.evaluation.champion import champion_query_energy, champion_scores
+from jouleroute.evaluation.champion import champion_scores
 from jouleroute.evaluation.contest import Contest, EvaluateSetup, query_energy_model
 from jouleroute.evaluation.deployed import choose_deployed, selection_matrix, singles_on_selection, sweep_outcomes
+from jouleroute.evaluation.deployed_policy import ROUTE, ContenderSweep, choose_policy
 from jouleroute.evaluation.outcomes import ProfileMatrix
+from jouleroute.evaluation.overhead import stable_overhead
 from jouleroute.evaluation.selection import val_queries
 from jouleroute.routing.baselines.query_energy import PerQueryEnergy
 from jouleroute.routing.registry import build_router, sample_train
@@ -26,44 +31,84 @@ logger = logging.getLogger(__name__)
 
 
 def decide_deployment(setup: EvaluateSetup, contest: Contest, selection: dict) -> dict | None:
-    """The deployed point's choices (module doc); ``None`` when the champion cannot be scored here."""
+    """The deployed policy's choices (module doc); ``None`` when no contender can be scored here."""
     p = setup.params
     cfg, tolerance = p.evaluate, p.evaluate.accuracy_tolerance
     low, high = min(p.router_data.lambdas), max(p.router_data.lambdas)  # the gateway serves only these
     lams = [lam for lam in cfg.decision_grid.lambdas if low - 1e-12 <= lam <= high + 1e-12]
-    column = p.energy_policy.column
-    family = selection["winner"]["family"]
-    everything = selection_matrix(contest.profile, contest.queries, column)
+    everything = selection_matrix(contest.profile, contest.queries, p.energy_policy.column)
     singles = singles_on_selection(everything, tolerance, cfg.stability_samples, cfg.seed)
-    if family in contest.fitted and cfg.selection_folds > 1 and contest.on_train:
-        choices = crossfit_choices(setup, contest, family, everything, lams, champion_query_energy(selection))
-        m = everything
-        data = f"train+val, cross-fitted over {cfg.selection_folds} folds"
-    else:
-        asked = val_queries(contest.val_rows) if contest.val_rows else None
-        scores = champion_scores(setup, contest, selection, asked, "val: deployed λ") if asked is not None else None
-        if scores is None:
-            logger.warning("the champion %s cannot be scored here: no deployed point", selection["winner"]["name"])
-            return None
-        m = selection_matrix(contest.profile, contest.queries, column, only=list(asked["query_id"]))
-        choices = _choices_in(m.candidates, m.query_ids, scores, lams)
-        data = "val"
-    correct, energy = sweep_outcomes(m, choices)
-    best = m.candidates.index(singles["best_single"]["candidate"])
-    choice = choose_deployed(effective_target(p.router.target), lams, correct, energy, m.correct[:, best],
-                             m.energy_j[:, best], tolerance, cfg.stability_samples, cfg.seed)
+    contenders = deployment_contenders(setup, contest, selection, everything, lams,
+                                       singles["best_single"]["candidate"])
+    if not contenders:
+        logger.warning("the champion %s cannot be scored here: no deployed point", selection["winner"]["name"])
+        return None
+    target = effective_target(p.router.target)
+    decision = choose_policy(target, lams, contenders, everything, tolerance, cfg.stability_samples, cfg.seed,
+                             cfg.confidence)
+    champion = contenders[decision.pop("index")]
+    choice = choose_deployed(target, lams, champion.correct, champion.energy + champion.overhead_j,
+                             champion.best_correct, champion.best_energy, tolerance, cfg.stability_samples, cfg.seed)
+    correct, energy = champion.correct, champion.energy + champion.overhead_j
     sweep = {"lam": list(lams), "accuracy": [float(x) for x in correct.mean(axis=0)],
-             "j_per_query": [float(x) for x in energy.mean(axis=0)], "best_single": m.candidates[best],
-             "best_single_accuracy": float(m.correct[:, best].mean()),
-             "best_single_j_per_query": float(m.energy_j[:, best].mean()), "tolerance": tolerance,
-             "n_queries": len(m.query_ids), "data": data}
-    logger.info("deployed point on selection data (%s, %d queries): %s at λ=%g (%s)", data, len(m.query_ids),
-                selection["winner"]["name"], choice["lam"],
-                "meets the target" if choice["met_on_selection"] else choice["reason"])
-    champion = selection.get("stability") or {}
-    return {"champion": selection["winner"]["name"], "family": family, "chosen_by": choice["target"],
-            **choice, "champion_first_on_utility": champion.get("first_on_utility"), "singles": singles,
-            "sweep": sweep}
+             "j_per_query": [float(x) for x in energy.mean(axis=0)], "best_single": singles["best_single"]["candidate"],
+             "best_single_accuracy": float(champion.best_correct.mean()),
+             "best_single_j_per_query": float(champion.best_energy.mean()), "tolerance": tolerance,
+             "n_queries": len(champion.query_ids), "data": champion.data, "overhead_j": champion.overhead_j}
+    served = (f"{champion.name} at λ={choice['lam']:.4g}" if decision["policy"] == ROUTE
+              else f"always {decision['single']}")
+    logger.info("deployed on selection data: %s (champion %s at λ=%g on %d queries, %s: %s; the single model the "
+                "target picks alone: %s)", served, champion.name, choice["lam"], len(champion.query_ids),
+                champion.data, "meets the target" if choice["met_on_selection"] else choice["reason"],
+                decision["single"])
+    stability = choice.pop("stability", {}) | decision.pop("stability", {})
+    return {"champion": champion.name, "family": champion.family, "chosen_by": choice["target"], **choice,
+            **decision, "served": served, "stability": stability,
+            "champion_first_on_utility": (selection.get("stability") or {}).get("first_on_utility"),
+            "val_winner": selection["winner"]["name"], "singles": singles, "sweep": sweep}
+
+
+def deployment_contenders(setup: EvaluateSetup, contest: Contest, selection: dict, everything: ProfileMatrix,
+                          lams: list[float], best_single: str) -> list[ContenderSweep]:
+    """Every contender's selection sweep: each learned family cross-fitted over train+val (when the baselines were
+    fitted on train and ``evaluate.selection_folds`` > 1), and the val winner on val when it is not one of them
+    (the LM router: its cost allows no refit). The val winner comes first: it takes exact ties."""
+    p, cfg = setup.params, setup.params.evaluate
+    asked = val_queries(contest.val_rows) if contest.val_rows else None
+    best = everything.candidates.index(best_single)
+    out = []
+    win = selection["winner"]
+    crossfit = [f for f in contest.fitted if cfg.selection_folds > 1 and contest.on_train]
+    if win["family"] not in crossfit and asked is not None:
+        scores = champion_scores(setup, contest, selection, asked, "val: deployed λ")
+        if scores is not None:
+            m = selection_matrix(contest.profile, contest.queries, p.energy_policy.column, only=list(asked["query_id"]))
+            b = m.candidates.index(everything.candidates[best])
+            correct, energy = sweep_outcomes(m, _choices_in(m.candidates, m.query_ids, scores, lams))
+            out.append(ContenderSweep(win["name"], win["family"], "val", list(m.query_ids), correct, energy,
+                                      m.correct[:, b], m.energy_j[:, b], _overhead(setup, contest, "lm", scores)))
+    data = f"train+val, cross-fitted over {cfg.selection_folds} folds"
+    for family in sorted(crossfit, key=lambda f: f != win["family"]):
+        uses_energy = bool(((contest.energy_report or {}).get("families") or {}).get(family, {}).get("adopted"))
+        choices = crossfit_choices(setup, contest, family, everything, lams, uses_energy)
+        correct, energy = sweep_outcomes(everything, choices)
+        overhead = _overhead(setup, contest, family, None, asked)
+        out.append(ContenderSweep(family, family, data, list(everything.query_ids), correct, energy,
+                                  everything.correct[:, best], everything.energy_j[:, best], overhead))
+    return out
+
+
+def _overhead(setup: EvaluateSetup, contest: Contest, family: str, scores=None, asked=None) -> float:
+    """The router's own mean J/query on the val queries, measured as on test (and kept with it,
+    evaluation/overhead.py), when the headline counts it; 0 when it does not or nothing meters it."""
+    if not setup.params.evaluate.include_overhead or family not in contest.overhead_keys:
+        return 0.0
+    if scores is None:
+        if asked is None:
+            return 0.0
+        scores = contest.fitted[family].score(asked)
+    scores = stable_overhead(scores, contest.overhead_keys[family], setup.overhead_cache)
+    return float(np.mean(scores.overhead_energy_j)) if len(scores.overhead_energy_j) else 0.0
 
 
 def _choices_in(candidates: list[str], query_ids: list[str], scores, lams: list[float]) -> np.ndarray:

@@ -98,7 +98,8 @@ def check_registry(p: Params, root: Path, record: dict) -> None:
 def champion_router(p: Params, root: Path, meter: Meter) -> GatewayRouter | None:
     """The champion saved by the evaluate stage in this workspace, loaded as fitted and served at its deployed λ
     (chosen on selection data for the default target, evaluation/deployed.py), or at the λ that meets an explicit
-    ``router.target`` on its selection sweep; ``None`` when the workspace has none."""
+    ``router.target`` on its selection sweep; every query to one model when the deployment chose that model
+    because routing did not pay on selection data; ``None`` when the workspace has none."""
     from jouleroute.routing.champion import read_champion
 
     folder = champion_dir(p, root)
@@ -107,6 +108,13 @@ def champion_router(p: Params, root: Path, meter: Meter) -> GatewayRouter | None
         return None
     check_registry(p, root, record)
     lam, family = float(record["lam"]), record["family"]
+    if record.get("policy") == "single" and p.router.target is None:
+        from jouleroute.routing.baselines.simple import AlwaysRouter
+
+        logger.info("serving the deployed point: every query to %s (routing with the champion %s did not pay on "
+                    "selection data; %s)", record["single"], record["name"], folder)
+        candidates = p.candidate_ids or [record["single"]]  # params may leave the pool to the profile
+        return ScoringGatewayRouter(AlwaysRouter(record["single"], candidates), tuple(record["lambda_range"]), lam)
     if p.router.target is not None:
         lam = target_lam(p, record.get("val_sweep"), folder)
     elif record.get("lam_chosen_by"):  # the deployed point: the λ evaluate chose on selection data

@@ -15,10 +15,11 @@ import pandas as pd
 
 from jouleroute.energy import make_meter
 from jouleroute.evaluation import RouterRun, run_evaluate
-from jouleroute.evaluation.champion import (champion_artifact, champion_scores, champion_test_scores, register,
-                                            select_champion)
+from jouleroute.evaluation.champion import (adopt_deployed, champion_artifact, champion_scores,
+                                            champion_test_scores, register, select_champion)
 from jouleroute.evaluation.contest import EvaluateSetup, fit_contest
-from jouleroute.evaluation.deployed import DEPLOYED
+from jouleroute.evaluation.deployed import DEPLOYED, deployed_decisions
+from jouleroute.evaluation.deployed_policy import SINGLE
 from jouleroute.evaluation.deployment import decide_deployment
 from jouleroute.evaluation.headline import headline
 from jouleroute.evaluation.mlflow_log import flatten
@@ -58,10 +59,11 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     runs = contest.runs(list(p.evaluate.lambdas))
     selection = select_champion(setup, contest, tracking=bool(ctx.tracking_uri))
     deployment = decide_deployment(setup, contest, selection) if selection else None
+    selection = adopt_deployed(selection, deployment) if deployment else selection
     test_scores = champion_test_scores(setup, contest, selection) if deployment else None
     if deployment:  # the deployed point, scored once on test: evaluate's own scores of it when it has them
         scores = test_scores or champion_scores(setup, contest, selection, contest.test_queries, "test: deployed")
-        runs.append(RouterRun(DEPLOYED, DEPLOYED, None, scores.decide(deployment["lam"])))
+        runs.append(RouterRun(DEPLOYED, DEPLOYED, None, deployed_decisions(deployment, scores)))
     lm_runs = [r for r in runs if r.family == "lm"]
     reference = min(lm_runs, key=lambda r: abs(r.lam - p.router.lam)) if lm_runs else None
     mix = mix_of(reference.decisions) if reference else None  # the random rule's: the LM router's mix
@@ -81,7 +83,7 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
                                                  result.mlflow_run_id))
         logger.info("champion %s saved with λ=%g in %s", selection["winner"]["name"], deployment["lam"], folder)
         register(selection, deployment["lam"], result.mlflow_run_id, ctx.tracking_uri, p.tracking.experiment,
-                 registry_provenance(ctx), folder)
+                 registry_provenance(ctx), folder, deployment["single"] if deployment["policy"] == SINGLE else None)
     if lm_runs and result.mlflow_run_id:
         family = result.metrics["families"].get("lm", {})
         tag_router_version(ctx.tracking_uri, p.tracking.experiment, grpo_run(ctx).get("router_version"),

@@ -18,7 +18,8 @@ from jouleroute.routing.target import RouterTarget
 from tests.evaluation.conftest import profile_rows
 from tests.evaluation.test_selection import _data, _stage_repo
 
-CHOICES = ("champion", "family", "chosen_by", "lam", "met_on_selection", "singles", "selection_sweep", "stability")
+CHOICES = ("champion", "family", "chosen_by", "lam", "met_on_selection", "singles", "selection_sweep", "stability",
+           "policy", "single", "contenders", "routing_on_selection")
 
 
 def _evaluate(ctx):
@@ -72,9 +73,12 @@ SECTIONS = {"baselines": {"families": ["knn", "mf"], "embedding": {"model": "has
 
 def test_a_cheap_model_as_good_as_the_best_is_the_reference_and_routing_gains_nothing_over_it(tmp_path):
     profile, queries = _pool(twin_correct_like_big=True)
-    report = _evaluate(_stage_repo(tmp_path, profile, queries, **SECTIONS))
+    ctx = _stage_repo(tmp_path, profile, queries, **SECTIONS)
+    report = _evaluate(ctx)
     deployed = report["deployed"]
     assert deployed["singles"]["reference_single"]["candidate"] == "twin"
+    # a router can only match the twin here: its saving on selection is within noise, so the twin is deployed
+    assert deployed["policy"] == "single" and deployed["single"] == "twin" and not deployed["routing_on_selection"]["pays"]
     test = deployed["test"]
     assert test["accuracy_diff_vs_best"] == pytest.approx(0.0) and test["view"] == "with_overhead"
     models = test["models_only"]  # the router's choices: the twin's energy, so no gain
@@ -82,6 +86,14 @@ def test_a_cheap_model_as_good_as_the_best_is_the_reference_and_routing_gains_no
     assert low <= 1.0 <= high and models["routing"] == "tie with the reference single"
     # counting the router's own metered cost, routing can only cost more than asking the twin directly
     assert test["routing_gain"] >= models["routing_gain"]
+    from jouleroute.energy import make_meter
+    from jouleroute.gateway.build import build_router
+    from jouleroute.gateway.config import GatewayConfig
+    from jouleroute.gateway.routers import Query
+
+    served = build_router(ctx.params, GatewayConfig(), ctx.root, make_meter(ctx.params.energy))
+    lam = served.default_lam
+    assert served.rank([Query("alpha alpha question", "mmlu", lam)])[0].ranking[0] == "twin"  # every query to it
 
 
 def test_complementary_specialists_make_routing_pay_against_the_reference(tmp_path):
@@ -105,6 +117,7 @@ def test_complementary_specialists_make_routing_pay_against_the_reference(tmp_pa
     assert metrics["deployed"]["routing_gain"] == pytest.approx(test["routing_gain"])
     headline = json.loads(ctx.path("headline").read_text())
     assert headline["dep"]["lam"] == pytest.approx(round(deployed["lam"], 3)) and "hindsight_iso" in headline
+    assert deployed["policy"] == "route" and deployed["routing_on_selection"]["j_ratio_ci"][1] < 1.0
     assert "## The deployed point" in (ctx.path("evaluate_dir") / "report.md").read_text()
     record = json.loads((ctx.path("evaluate_dir") / "champion" / "champion.json").read_text())
     assert record["lam"] == deployed["lam"] and record["lam_chosen_by"] == "iso_accuracy"
@@ -145,3 +158,59 @@ def test_score_deployed_pairs_the_resamples_and_states_the_verdicts():
     worse = score_deployed(best * 0, np.full(n, 2.0), (best, np.full(n, 10.0)), (best, np.full(n, 4.0)), 0.03,
                            200, 0.95, 0)
     assert worse["noninferiority"] == "inferior" and not worse["within_margin"] and worse["shortfall"] > 0.7
+
+
+def _sweep(name: str, correct: np.ndarray, energy: np.ndarray, best: tuple, overhead: float = 0.0):
+    from jouleroute.evaluation.deployed_policy import ContenderSweep
+
+    ids = [f"q{i}" for i in range(len(correct))]
+    return ContenderSweep(name, name, "train+val", ids, correct, energy, best[0], best[1], overhead)
+
+
+def _selection(correct: np.ndarray, energy: np.ndarray, candidates: list[str]):
+    from jouleroute.evaluation.outcomes import ProfileMatrix
+
+    n = len(correct)
+    return ProfileMatrix(query_ids=[f"q{i}" for i in range(n)], tasks=np.array(["t"] * n), candidates=candidates,
+                         correct=correct, energy_j=energy, latency_s=np.ones_like(energy),
+                         source=np.full(energy.shape, "modelled"))
+
+
+def test_routing_that_its_own_cost_eats_deploys_the_reference_single_and_a_cheaper_contender_is_champion():
+    """The router's own J/query counts on selection data: a saving it eats is no saving; among contenders, the one
+    whose deployed point is cheapest at the target is the champion, whichever came first."""
+    from jouleroute.evaluation.deployed_policy import choose_policy
+
+    rng = np.random.default_rng(0)
+    n, lams = 400, [0.0, 0.5]
+    kind = rng.integers(0, 2, n)
+    # big answers all at 10 J; two specialists at 1 J each answer half; a perfect router pays 1 J
+    m = _selection(np.stack([np.ones(n), kind == 1, kind == 0], axis=1).astype(float),
+                   np.tile([10.0, 1.0, 1.0], (n, 1)), ["big", "alpha", "beta"])
+    best = (m.correct[:, 0], m.energy_j[:, 0])
+    perfect = np.where(kind == 1, 1, 2)
+    right = np.ones((n, 2))
+    sloppy = _sweep("sloppy", right, np.full((n, 2), 6.0), best)  # right everywhere at 6 J: half the big's saving
+    sharp = _sweep("sharp", right, np.full((n, 2), 1.0), best)
+    target = RouterTarget(iso_accuracy=True)
+    decided = choose_policy(target, lams, [sloppy, sharp], m, 0.01, samples=100)
+    assert decided["champion"] == "sharp" and decided["policy"] == "route" and decided["stability"]["champion"] == 1.0
+    assert decided["single"] == "big" and decided["routing_on_selection"]["j_ratio"] == pytest.approx(0.1)
+    costly = _sweep("sharp", right, m.energy_j[np.arange(n)[:, None], np.stack([perfect] * 2, axis=1)], best,
+                    overhead=9.5)  # its own cost brings it to 10.5 J/query: more than asking big
+    decided = choose_policy(target, lams, [costly], m, 0.01, samples=100)
+    assert decided["policy"] == "single" and decided["single"] == "big" and not decided["routing_on_selection"]["pays"]
+    assert decided["contenders"][0]["energy_share_of_best"] == pytest.approx(1.05)
+
+
+def test_a_router_missing_the_target_deploys_the_single_that_meets_it():
+    from jouleroute.evaluation.deployed_policy import choose_policy
+
+    n = 200
+    m = _selection(np.stack([np.ones(n), np.zeros(n)], axis=1), np.tile([10.0, 1.0], (n, 1)), ["big", "small"])
+    half = np.zeros((n, 2))
+    half[::2] = 1  # 50% accurate at every λ, however cheap
+    decided = choose_policy(RouterTarget(iso_accuracy=True), [0.0, 1.0],
+                            [_sweep("r", half, np.ones((n, 2)), (m.correct[:, 0], m.energy_j[:, 0]))], m, 0.01, 50)
+    assert not decided["contenders"][0]["met_on_selection"]
+    assert decided["policy"] == "single" and decided["single"] == "big"
