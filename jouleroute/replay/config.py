@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from jouleroute.replay.pools import get_pool
 from jouleroute.strict import StrictModel
 
 CANDIDATE_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"  # same rule as jouleroute.pool.CandidateSpec
@@ -190,15 +191,19 @@ class PoolRule(StrictModel):
 class PublicPoolConfig(StrictModel):
     """params.yaml `public_pool:` — a public outcome pool of the data root, replayed with modelled energy."""
 
-    pool: Literal["zeroeval_math", "cruxeval"]
-    source_dir: str  # the pool's folder in the data root, e.g. data/external/outcomes/zeroeval_math
+    pool: str  # a pool of the one table, jouleroute/replay/pools/ (its reader, its split rule, its study page)
+    source_dir: str  # the pool's folder in the data root (its declared folder, unless you keep a copy elsewhere)
     table: str  # where the import table is written (an output of the `outcomes` stage)
     val_fraction: float = Field(default=0.15, ge=0, lt=1)  # carved from the source's train split by hash
     rule: PoolRule = PoolRule()
     energy: EnergyModelConfig = EnergyModelConfig()
     models: dict[str, PoolModel] = Field(min_length=2)  # the pool's model name -> candidate + reference
-    # CRUXEval records no output lengths: tokens per answer, by prompting style (models.csv `prompting`)
-    cruxeval_output_tokens: dict[str, int] = Field(default_factory=lambda: {"direct": 40, "cot": 250})
+
+    @field_validator("pool")
+    @classmethod
+    def _declared(cls, name: str) -> str:
+        get_pool(name)  # an unknown pool is an error that lists the declared ones
+        return name
 
     @model_validator(mode="after")
     def _unique_candidates(self) -> "PublicPoolConfig":

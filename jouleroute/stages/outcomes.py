@@ -1,9 +1,9 @@
-"""Stage `outcomes`: a public outcome pool of the data root (ZeroEval, CRUXEval) as a profile (modelled energy).
+"""Stage `outcomes`: a public outcome pool of the data root as a profile (modelled energy).
 
-Reads `public_pool:` (jouleroute/replay/public_pools.py): the pool's files become the table `jouleroute import`
-reads (written to public_pool.table, so a user can import it by hand too), which is imported with the same
-code; the candidates are then the models the pool rule picks on train (the accuracy-energy front). The
-studies studies/zeroeval-math and studies/cruxeval start with it.
+Reads `public_pool:`; the pool's reader (its module in jouleroute/replay/pools/) turns its files into the table
+`jouleroute import` reads (written to public_pool.table, so a user can import it by hand too), which is imported
+with the same code; the candidates are then the models the pool rule picks on train (the accuracy-energy
+front). Every public pool's study (studies/<study>/) starts with it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from jouleroute.atomic import atomic_write_table
 from jouleroute.replay import run_import
 from jouleroute.replay.config import EnergyMapping, ImportConfig
 from jouleroute.replay.pool_rule import choose_candidates
-from jouleroute.replay.public_pools import READERS
+from jouleroute.replay.pools import get_pool
 from jouleroute.stages import StageFailed
 from jouleroute.stages.context import StageContext
 from jouleroute.stages.profile_record import finish_profile
@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 def outcomes_stage(ctx: StageContext) -> dict:
     cfg = ctx.params.public_pool
     if cfg is None:
-        raise StageFailed(f"{ctx.params_path.name} has no `public_pool:` section (see studies/zeroeval-math)")
-    built = READERS[cfg.pool](cfg, ctx.root)
+        raise StageFailed(f"{ctx.params_path.name} has no `public_pool:` section (docs/replay.md, \"Public pools\")")
+    built = get_pool(cfg.pool).read(cfg, ctx.root)
     mappings = {m.candidate_id: EnergyMapping(**m.model_dump(exclude={"candidate_id"})) for m in cfg.models.values()}
     import_cfg = ImportConfig(input_file=cfg.table, source_name=cfg.pool.replace("_", "-"), energy=cfg.energy,
                               models=mappings)

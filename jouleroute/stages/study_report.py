@@ -12,8 +12,9 @@ from pathlib import Path
 from jouleroute.evaluation.deployed_report import deployed_lines
 from jouleroute.evaluation.report import comparison_lines, iso_accuracy_lines, savings_note
 from jouleroute.evaluation.selection_report import selection_lines
-from jouleroute.stages.context import StageContext
+from jouleroute.replay.pools import public_pools
 from jouleroute.routing.families import learned_families
+from jouleroute.stages.context import StageContext
 from jouleroute.training.budget import budget_section
 
 TARGET_ACC_POINTS = 0.01  # within 1 accuracy point of the best single open model
@@ -85,12 +86,6 @@ def study_report_stage(ctx: StageContext) -> Path:
     return out
 
 
-POOL_TITLES = {  # what a public pool's study routes (stage `outcomes`, public_pool.pool)
-    "zeroeval_math": ("ZeroEval study: routing GSM8K and MATH level 5 across an open-weight pool", "ZeroEval"),
-    "cruxeval": ("CRUXEval study: routing code reasoning across open-weight code models", "CRUXEval"),
-}
-
-
 MODELLED = ("energy and latency are modelled per request from ML.ENERGY leaderboard measurements (H100, vLLM), from "
             "each request's prompt and response tokens (docs/replay.md). Nothing in this table was metered on this "
             "machine.")
@@ -98,10 +93,10 @@ MODELLED = ("energy and latency are modelled per request from ML.ENERGY leaderbo
 
 def _what(params, meta: dict) -> tuple[str, str]:
     """The page's title and where its outcomes and energies come from, by the profile's source."""
-    if params.profile_source == "public_pool" and meta.get("pool") in POOL_TITLES:
-        title, pool = POOL_TITLES[meta["pool"]]
-        return title, (f"correctness is {pool}'s real per-query outcome (stage `outcomes`, docs/replay.md "
-                       f"\"Public pools\"); " + MODELLED)
+    pool = public_pools().get(meta.get("pool", "")) if params.profile_source == "public_pool" else None
+    if pool is not None:  # its declaration (jouleroute/replay/pools/) names the page and the outcomes' origin
+        return pool.title, (f"correctness is {pool.origin}'s real per-query outcome (stage `outcomes`, "
+                            f"docs/replay.md \"Public pools\"); " + MODELLED)
     if params.profile_source == "import_outcomes" and params.import_outcomes is not None:
         cfg = params.import_outcomes
         return (f"Your pool ({cfg.source_name}): routing your outcome table",

@@ -1,4 +1,4 @@
-"""Public outcome pools (jouleroute/replay/public_pools.py, pool_rule.py) on tiny tables in the root's layout."""
+"""Public outcome pools (jouleroute/replay/pools/, pool_rule.py) on tiny tables in the root's layout."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from jouleroute.replay.config import PublicPoolConfig
 from jouleroute.replay.pool_rule import choose_candidates, pareto_front, train_points
-from jouleroute.replay.public_pools import cruxeval_table, zeroeval_table
+from jouleroute.replay.pools import get_pool
 
 REPO = Path(__file__).resolve().parents[2]
 TOKENIZER = "data/outcomes/tokenizers/smollm2-135m-instruct/tokenizer.json"
@@ -38,8 +38,8 @@ def _zeroeval(folder: Path) -> None:
 
 def test_zeroeval_is_regraded_by_the_project_graders_and_tokens_follow_the_length(tmp_path):
     _zeroeval(tmp_path / "z")
-    built = zeroeval_table(_cfg("zeroeval_math", tmp_path / "z", {"a": "model-a", "b": "model-b"}, val_fraction=0.0),
-                           REPO)
+    cfg = _cfg("zeroeval_math", tmp_path / "z", {"a": "model-a", "b": "model-b"}, val_fraction=0.0)
+    built = get_pool("zeroeval_math").read(cfg, REPO)
     table = built.table.set_index(["query_id", "candidate"])
     assert table.loc[("zeroeval/math_l5/0", "model-a"), "correct"] == 1  # math-verify: 4/2 = 2
     assert table.loc[("zeroeval/gsm8k/g1", "model-b"), "correct"] == 0  # an empty answer is wrong
@@ -60,7 +60,7 @@ def test_cruxeval_keeps_pass_at_1_as_an_expectation_and_refuses_outside_0_1(tmp_
                           "eval_name": f"cruxeval_{task}", "reference": ["1", "2"], "m": [0.3, 1.0],
                           "m+cot": [0.7, 0.0]}).to_csv(folder / f"cruxeval_{task}_{split}.csv", index=False)
     cfg = _cfg("cruxeval", folder, {"m": "m-direct", "m+cot": "m-cot"})
-    table = cruxeval_table(cfg, REPO).table
+    table = get_pool("cruxeval").read(cfg, REPO).table
     assert table["correct"].tolist().count(0.3) == 4
     assert set(table.loc[table["candidate"] == "m-cot", "output_tokens"]) == {250}
     # both tasks of a function share its split
@@ -69,7 +69,7 @@ def test_cruxeval_keeps_pass_at_1_as_an_expectation_and_refuses_outside_0_1(tmp_
     bad = pd.read_csv(folder / "cruxeval_output_test.csv").assign(m=[1.5, 0.0])
     bad.to_csv(folder / "cruxeval_output_test.csv", index=False)
     with pytest.raises(ValueError, match=r"cruxeval_output_test.csv row 0 field 'm': pass@1 must be in \[0, 1\]"):
-        cruxeval_table(cfg, REPO)
+        get_pool("cruxeval").read(cfg, REPO)
 
 
 def test_the_pool_rule_keeps_the_train_front_and_never_reads_test():
@@ -94,3 +94,20 @@ def test_presets_are_what_the_generator_writes_from_the_replay_study():
     done = subprocess.run([sys.executable, str(REPO / "scripts/public_pool_studies.py"), "--check"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_an_undeclared_pool_is_refused_naming_the_declared_ones(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown public pool 'zeroeval'; valid: cruxeval, zeroeval_math"):
+        _cfg("zeroeval", tmp_path, {"a": "model-a", "b": "model-b"})
+
+
+def test_every_pool_has_its_study_preset_and_its_page_title():
+    """A pool declared in jouleroute/replay/pools/ has a generated study whose params name it and its folder."""
+    import yaml
+
+    from jouleroute.replay.pools import public_pools
+
+    for name, pool in public_pools().items():
+        params = yaml.safe_load((REPO / "studies" / pool.study / "params.yaml").read_text())
+        assert params["public_pool"]["pool"] == name and params["public_pool"]["source_dir"] == pool.folder
+        assert params["public_pool"]["models"] == pool.models and pool.title and pool.origin
