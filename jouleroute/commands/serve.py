@@ -62,12 +62,15 @@ def serve_command(ctx: StageContext, args) -> None:
     cfg = with_address(load_gateway_config(ctx, getattr(args, "config", None)), getattr(args, "host", None),
                        getattr(args, "port", None))
     params = with_target(ctx.params, getattr(args, "target_energy_share", None), getattr(args, "target_accuracy", None))
+    build = build_gateway
+    if cfg.router.kind == "cascade":  # no router: the chain's stages answer jouleroute-auto
+        from jouleroute.gateway.cascade import build_cascade_gateway as build
     try:
-        gateway = build_gateway(params, ctx.root, cfg)
+        gateway = build(params, ctx.root, cfg)
     except (ValueError, FileNotFoundError) as error:
         raise ParamsError(str(error)) from None
     logger.info("serving %s on http://%s:%d/v1 (router %s)", gateway.models, cfg.host, cfg.port,
-                gateway.router.name if gateway.router else "none")
+                gateway.policy or "none")
     # Keep-alive outlasts clients' and load balancers' usual 5 s idle timeout, so the client closes
     # first and no request goes down a connection the gateway is closing. On SIGTERM, in-flight
     # requests get 30 s to finish.

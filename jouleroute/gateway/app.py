@@ -94,7 +94,7 @@ def create_app(gw: Gateway) -> FastAPI:
         candidate = r.candidate if r else "none"
         gw.metrics.requests.labels(visit.route, candidate, str(visit.status)).inc()
         gw.metrics.request_seconds.labels(visit.route).observe(time.perf_counter() - visit.started)
-        if a is not None and visit.status == 200:
+        if a is not None and visit.status == 200 and not (r is not None and r.counted):
             gw.metrics.answer(candidate, a.energy_j, a.energy_source, a.prompt_tokens, a.completion_tokens)
         if visit.admitted:
             visit.admitted = False
@@ -221,7 +221,7 @@ def create_app(gw: Gateway) -> FastAPI:
     @app.get("/readyz")
     async def readyz():
         problems = await gw.problems()  # the router is loaded before the app exists
-        body = {"status": "ready" if not problems else "not ready", "router": gw.router.name if gw.router else None,
+        body = {"status": "ready" if not problems else "not ready", "router": gw.policy,
                 "upstreams": list(gw.upstreams), "problems": problems}
         return JSONResponse(body, status_code=200 if not problems else 503)
 

@@ -26,12 +26,14 @@ class GatewayRouterConfig(StrictModel):
     ``lm``: the trained LM router checkpoint (default ``paths.grpo_dir/model``).
     ``knn`` / ``mlp`` / ``mf`` (any learned family of ``jouleroute.routing.families``): a baseline fitted at
     start-up on the profile's train split (``baselines`` section). ``always``: one fixed candidate (a
-    routing-free deployment).
+    routing-free deployment). ``cascade``: the chain of stages in the JSON file ``chain`` (the cascade's
+    artifact), asked stage by stage until the answers agree (gateway/cascade.py; docs/gateway.md).
     """
 
     kind: str = "lm"
     path: str | None = None  # lm: checkpoint folder; relative paths are from the repo root
     candidate: str | None = None  # always: the candidate
+    chain: str | None = None  # cascade: the chain file (JSON); relative paths are from the repo root
     # concurrent queries decided in one router pass; None: the router's own (LM: router.batch_size)
     batch_size: int | None = Field(default=None, ge=1)
     batch_wait_s: float = Field(default=0.002, ge=0)  # how long a pass waits for company
@@ -49,7 +51,7 @@ class GatewayRouterConfig(StrictModel):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, kind: str) -> str:
-        kinds = ("lm", *learned_families(), "always")
+        kinds = ("lm", *learned_families(), "always", "cascade")
         if kind not in kinds:
             raise ValueError(f"unknown router kind '{kind}'; valid: {', '.join(kinds)}")
         return kind
@@ -58,6 +60,8 @@ class GatewayRouterConfig(StrictModel):
     def _always_needs_candidate(self) -> "GatewayRouterConfig":
         if (self.kind == "always") != (self.candidate is not None):
             raise ValueError("router.candidate is required with kind 'always' and only allowed with it")
+        if (self.kind == "cascade") != (self.chain is not None):
+            raise ValueError("router.chain (the chain file) is required with kind 'cascade' and only allowed with it")
         if self.kind != "lm" and (self.knn_weight > 0 or self.knn_energy != "first"):
             raise ValueError("router.knn_weight / knn_energy blend kNN into the LM router: only with kind 'lm'")
         return self

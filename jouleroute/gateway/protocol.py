@@ -162,6 +162,7 @@ class Receipt:
     energy_source: str = "pending"
     answer_s: float = 0.0
     fallback_from: list[str] = field(default_factory=list)
+    counted: bool = False  # the answer's joules and tokens are already in /metrics (a cascade counts each call)
 
     def usage(self) -> dict:
         return {"candidate": self.candidate, "energy_weight": self.lam, "energy_j": self.energy_j,

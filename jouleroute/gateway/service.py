@@ -49,6 +49,11 @@ class Gateway:
                         if router is not None else None)
 
     @property
+    def policy(self) -> str | None:
+        """What answers ``jouleroute-auto`` (``/readyz``): the router's name, a cascade's chain, or None."""
+        return self.router.name if self.router is not None else None
+
+    @property
     def models(self) -> list[str]:
         return ([AUTO_MODEL] if self.router is not None else []) + list(self.upstreams)
 
