@@ -85,7 +85,8 @@ def run_gateway(targets: dict[str, str], port: int, log_file: str) -> None:
     import uvicorn
 
     from jouleroute.gateway.app import create_app
-    from jouleroute.gateway.cascade import CascadeChain, CascadeGateway
+    from jouleroute.cascade.chain import Chain
+    from jouleroute.gateway.cascade import CascadeGateway
     from jouleroute.gateway.config import GatewayConfig
     from jouleroute.gateway.energy import Expected, ExpectedEnergy
     from jouleroute.gateway.remote import RemoteUpstream
@@ -96,7 +97,7 @@ def run_gateway(targets: dict[str, str], port: int, log_file: str) -> None:
     upstreams = {c: RemoteUpstream(c, url, c, expected, concurrency=256) for c, url in targets.items()}
     cfg = GatewayConfig.model_validate({"router": {"kind": "cascade", "chain": "bench"}, "auth": {"keys_env": None},
                                         "limits": {"rate_per_minute": 1e9, "burst": 10**6, "max_pending": 10_000}})
-    gateway = CascadeGateway(cfg, CascadeChain(stages=CHAIN, chosen_by="benchmark"), upstreams)
+    gateway = CascadeGateway(cfg, Chain(tuple(map(tuple, CHAIN))), upstreams)
     uvicorn.run(create_app(gateway), host="127.0.0.1", port=port, log_level="warning", access_log=False,
                 timeout_keep_alive=30, timeout_graceful_shutdown=5)
 

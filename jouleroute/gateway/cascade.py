@@ -1,19 +1,22 @@
 """The gateway's cascade mode: ask cheap candidates first, and a costlier stage only when their answers disagree.
 
 ``gateway.router.kind: cascade`` with ``gateway.router.chain: <file>`` serves ``jouleroute-auto`` by the chain
-that the evaluation side chose on selection data (``jouleroute.cascade``), a JSON file::
+that the evaluation side chose on selection data, a JSON file read by the cascade library's own reader
+(``jouleroute.cascade.artifact``, exactly these keys)::
 
     {"stages": [["cand_a", "cand_b"], ["cand_c"]], "max_output_tokens": 256, "chosen_by": "...", "selection": {}}
 
 Each stage's candidates are asked in parallel, always non-streaming (their answers must be read whole to be
 compared). A stage of two or more accepts when at least two answers agree (gateway/answers.py: the same
 normalised final number, boxed content or option letter); a stage of one accepts when an answer was extracted
-and the answer's completion tokens are at most ``max_output_tokens`` (when set). Otherwise the next stage is
+and the answer's completion tokens are fewer than ``max_output_tokens`` (when set). Otherwise the next stage is
 asked. The last stage always answers: its largest agreeing group, else its first member (chain order) with an
-extracted answer, else its first member with any text. An upstream that fails (down, timed out, an error
-status, no text) counts as no answer: the reason is logged, counted in /metrics and written in the response's
-``usage.jouleroute.cascade``, and the stage escalates. When every member of the last stage fails, the request
-gets the gateway's 502 naming each failure.
+extracted answer, else its first member with any text. These are ``jouleroute.cascade.chain``'s rules, which
+chose the chain, except where the evaluation has nothing to serve: it scores a last stage without agreement by
+its first member even when that member failed or said nothing readable. An upstream that fails (down, timed
+out, an error status, no text) counts as no answer: the reason is logged, counted in /metrics and written in
+the response's ``usage.jouleroute.cascade``, and the stage escalates. When every member of the last stage fails,
+the request gets the gateway's 502 naming each failure.
 
 The client's ``stream: true`` gets the accepted answer as one chunk (then the finish and usage chunks): no
 stage can be streamed before it is known to be the one that answers.
@@ -33,61 +36,36 @@ import time
 from collections import Counter as Tally
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import AsyncIterator
 
 from prometheus_client import Counter
-from pydantic import Field, ValidationError, field_validator
-
+from jouleroute.cascade.artifact import ChainArtifact
+from jouleroute.cascade.chain import Chain
 from jouleroute.gateway.answers import extract_answer
 from jouleroute.gateway.auth import KeyStore
 from jouleroute.gateway.config import AUTO_MODEL, GatewayConfig
 from jouleroute.gateway.protocol import GatewayError, ParsedRequest, Receipt, body_chunks, completion_body, has_text
 from jouleroute.gateway.service import Gateway
 from jouleroute.gateway.upstreams import Answer, Stream, Upstream, UpstreamError
-from jouleroute.strict import StrictModel
 
 logger = logging.getLogger(__name__)
 
 NAME = "cascade"
 
 
-class CascadeChain(StrictModel):
-    """The chain file: stages of candidate ids, the single-answer length bound, and how it was chosen."""
-
-    stages: list[list[str]] = Field(min_length=1)
-    max_output_tokens: int | None = Field(default=None, ge=1)
-    chosen_by: str | None = None  # the target it was chosen for, on which data
-    selection: dict[str, Any] | None = None  # the search's figures on selection data (read by reports, not here)
-
-    @field_validator("stages")
-    @classmethod
-    def _stages(cls, stages: list[list[str]]) -> list[list[str]]:
-        if any(not stage for stage in stages):
-            raise ValueError("every stage needs at least one candidate")
-        seen = [c for stage in stages for c in stage]
-        twice = sorted({c for c in seen if seen.count(c) > 1})
-        if twice:
-            raise ValueError(f"{twice} appear more than once: a candidate answers the same way every time it is asked")
-        return stages
-
-    @property
-    def candidates(self) -> list[str]:
-        return [c for stage in self.stages for c in stage]
-
-    def describe(self) -> str:
-        return ";".join(f"stage{i}={','.join(stage)}" for i, stage in enumerate(self.stages, 1))
+def load_chain(path: Path) -> ChainArtifact:
+    """The chain file at ``path``, read by the cascade library's reader (exactly its four keys); errors name the
+    file and the field."""
+    if not path.is_file():
+        raise FileNotFoundError(f"gateway.router.chain: no chain file at {path}; the evaluation side writes it "
+                                "(jouleroute/cascade/artifact.py), or write one by hand (docs/gateway.md, 'Cascade "
+                                "mode')")
+    return ChainArtifact.read(path)
 
 
-def load_chain(path: Path) -> CascadeChain:
-    """The chain in ``path``; errors name the file and what is wrong with it."""
-    try:
-        return CascadeChain.model_validate_json(path.read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"gateway.router.chain: no chain file at {path}; the evaluate stage writes it "
-                                "(docs/gateway.md, 'Cascade mode')") from None
-    except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in error.errors())
-        raise ValueError(f"{path}: not a valid cascade chain ({problems})") from None
+def describe(chain: Chain) -> str:
+    """The stages as the ``X-Jouleroute-Cascade`` header writes them: ``stage1=a,b;stage2=c``."""
+    return ";".join(f"stage{i}={','.join(stage)}" for i, stage in enumerate(chain.stages, 1))
 
 
 @dataclass
@@ -134,7 +112,7 @@ def decide(calls: list[Call], last: bool, max_output_tokens: int | None) -> Deci
             return Decision(True, next(c for c in calls if c.extracted == answer), "agreed")
     if len(calls) == 1 and calls[0].extracted:
         tokens = calls[0].answer.completion_tokens if calls[0].answer else 0
-        if max_output_tokens is None or tokens <= max_output_tokens:
+        if max_output_tokens is None or tokens < max_output_tokens:  # as jouleroute.cascade.chain evaluates it
             return Decision(True, calls[0], "checked")
         if not last:
             return Decision(False, None, "too_long")
@@ -184,7 +162,7 @@ class CascadeReceipt(Receipt):
 class CascadeGateway(Gateway):
     """A gateway whose ``jouleroute-auto`` is a cascade; a candidate named by the client is proxied as ever."""
 
-    def __init__(self, cfg: GatewayConfig, chain: CascadeChain, upstreams: dict[str, Upstream],
+    def __init__(self, cfg: GatewayConfig, chain: Chain, upstreams: dict[str, Upstream],
                  keys: KeyStore | None = None, compute_lock: threading.Lock | None = None, name: str = NAME) -> None:
         missing = [c for c in chain.candidates if c not in upstreams]
         if missing:
@@ -208,7 +186,7 @@ class CascadeGateway(Gateway):
 
     @property
     def policy(self) -> str:
-        return f"{self.name} ({self.chain.describe()})"
+        return f"{self.name} ({describe(self.chain)})"
 
     @property
     def models(self) -> list[str]:
@@ -321,12 +299,13 @@ def build_cascade_gateway(p, root: Path, cfg: GatewayConfig) -> CascadeGateway:
     keys = KeyStore.load(cfg.auth, root)
     check_exposure(cfg, keys)
     path = Path(cfg.router.chain or "")
-    chain = load_chain(path if path.is_absolute() else root / path)
+    artifact = load_chain(path if path.is_absolute() else root / path)
+    chain = artifact.chain
     lock = threading.Lock()
     expected = ExpectedEnergy.from_profile(p.paths.resolve("profile", root), p.energy.prefill_weight)
     upstreams = build_upstreams(p, cfg, root, make_meter(p.energy), lock, expected)
     gateway = CascadeGateway(cfg, chain, upstreams, keys, lock, name=f"{NAME}:{path.stem}")
     attach_measured(gateway)
-    logger.info("serving the cascade %s (chosen by %s; single answers up to %s tokens)", chain.describe(),
-                chain.chosen_by or "-", chain.max_output_tokens or "any number of")
+    logger.info("serving the cascade %s (chosen for %s; a single answer accepted below %s tokens)", describe(chain),
+                artifact.chosen_by, chain.max_output_tokens or "any number of")
     return gateway

@@ -14,7 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jouleroute.backends.serve import create_app as create_upstream_app
 from jouleroute.gateway.app import create_app
-from jouleroute.gateway.cascade import CascadeChain, CascadeGateway
+from jouleroute.cascade.artifact import ChainArtifact
+from jouleroute.cascade.chain import Chain
+from jouleroute.gateway.cascade import CascadeGateway
 from jouleroute.gateway.config import GatewayConfig
 from jouleroute.gateway.energy import Expected, ExpectedEnergy
 from jouleroute.gateway.remote import RemoteUpstream
@@ -27,7 +29,7 @@ REPLIES = {
     "b": {"Q-agree": "3 + 4 = 7\n#### 7.0", "Q-differ": "The answer is 13.", "Q-none": "Hard to say."},
     "c": {"Q-agree": "It is \\boxed{7}.", "Q-differ": "So the total is \\boxed{12}.", "Q-none": "\\boxed{42}"},
 }
-CHAIN = CascadeChain(stages=[["a", "b"], ["c"]], max_output_tokens=64, chosen_by="test")
+CHAIN = Chain((("a", "b"), ("c",)), max_output_tokens=64)
 EXPECTED = ExpectedEnergy({c: Expected(j, "estimated") for c, j in (("a", 0.01), ("b", 0.02), ("c", 0.5))}, 0.1)
 DEAD = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
 
@@ -48,7 +50,7 @@ def make_cascade():
     """Start a cascade gateway over ``urls`` (candidate -> /v1 root); stopped after the test."""
     started: list[LiveServer] = []
 
-    def make(urls: dict[str, str], chain: CascadeChain = CHAIN, trackers=None) -> tuple[str, CascadeGateway]:
+    def make(urls: dict[str, str], chain: Chain = CHAIN, trackers=None) -> tuple[str, CascadeGateway]:
         cfg = GatewayConfig.model_validate({"router": {"kind": "cascade", "chain": "chain.json"},
                                             "auth": {"keys_env": None}})
         measured, trackers = (trackers or (None, {}))
@@ -217,7 +219,7 @@ def test_serve_builds_the_cascade_from_params(tmp_path, upstreams, monkeypatch):
     from jouleroute.commands.serve import serve_command
     from jouleroute.config import Params
 
-    (tmp_path / "chain.json").write_text(CHAIN.model_dump_json())
+    ChainArtifact(CHAIN, "by hand", {}).write(tmp_path / "chain.json")
     params = Params.model_validate({
         "energy": {"meter": "estimate"}, "paths": {"profile": str(tmp_path / "no-profile.parquet")},
         "gateway": {"router": {"kind": "cascade", "chain": "chain.json"}, "auth": {"keys_env": None},

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from jouleroute.gateway.answers import answers_agree, extract_answer
-from jouleroute.gateway.cascade import Call, decide, load_chain
+from jouleroute.gateway.cascade import Call, decide, describe, load_chain
 from jouleroute.gateway.config import GatewayRouterConfig
 from jouleroute.gateway.upstreams import Answer
 
@@ -57,8 +57,8 @@ def test_a_stage_of_several_accepts_when_two_agree():
 
 
 def test_a_stage_of_one_accepts_a_short_extracted_answer():
-    assert decide([call("a", "#### 7", tokens=10)], False, 10).accepted
-    assert decide([call("a", "#### 7", tokens=11)], False, 10).reason == "too_long"
+    assert decide([call("a", "#### 7", tokens=9)], False, 10).accepted
+    assert decide([call("a", "#### 7", tokens=10)], False, 10).reason == "too_long"  # fewer than the bound
     assert decide([call("a", "no idea")], False, 10).reason == "no_answer"
     assert decide([call("a", None)], False, None).reason == "no_answer"
 
@@ -73,14 +73,18 @@ def test_the_last_stage_always_answers_when_anything_came_back():
     assert not decide([call("c", None)], last=True, max_output_tokens=None).accepted
 
 
-def test_the_chain_file_is_checked(tmp_path):
+def test_the_chain_file_is_the_cascade_librarys(tmp_path):
     path = tmp_path / "chain.json"
     path.write_text('{"stages": [["a", "b"], ["c"]], "max_output_tokens": 256, "chosen_by": "above_best",'
                     ' "selection": {"accuracy": 0.8}}')
-    chain = load_chain(path)
-    assert chain.candidates == ["a", "b", "c"] and chain.describe() == "stage1=a,b;stage2=c"
-    for bad, says in (('{"stages": [["a"], ["a"]]}', "more than once"), ('{"stages": [[], ["c"]]}', "at least one"),
-                      ('{"stages": [["a"]], "max_tokens": 3}', "max_tokens"), ('{"stages": []}', "stages")):
+    artifact = load_chain(path)
+    assert artifact.chain.candidates == ("a", "b", "c") and artifact.chain.max_output_tokens == 256
+    assert describe(artifact.chain) == "stage1=a,b;stage2=c"
+    for bad, says in (('{"stages": [["a"], ["a"]], "max_output_tokens": null, "chosen_by": "x", "selection": {}}',
+                       "appears twice"),
+                      ('{"stages": [[], ["c"]], "max_output_tokens": null, "chosen_by": "x", "selection": {}}',
+                       "no empty stage"),
+                      ('{"stages": [["a"]], "max_tokens": 3, "chosen_by": "x", "selection": {}}', "exactly the keys")):
         path.write_text(bad)
         with pytest.raises(ValueError, match=says) as error:
             load_chain(path)
