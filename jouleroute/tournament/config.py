@@ -12,10 +12,10 @@ class TournamentConfig(StrictModel):
     warmup_batches: int = Field(default=1, ge=0, description="batches run before measuring, outside any window")
     splits: list[str] = Field(default_factory=lambda: ["train", "val", "test"])
     train_fraction: float = Field(
-        default=1.0, gt=0, le=1, description="share of each task's train queries the tournament runs (drawn with "
-        "`seed`, `sampling.profiled_ids`); every val and test query runs. Below 1 the others have no outcome: GRPO's "
-        "live rollouts answer them (grpo.reward_source: live), and SFT fits the share run (sft.full_profile_fraction "
-        "must equal it, sft.seed equal `seed`)")
+        default=1.0, gt=0, le=1, description="share of each task's train queries with a full profile, drawn with "
+        "`seed` (`sampling.profiled_ids`): the one train-share key. The tournament runs only these (every val and "
+        "test query runs) and SFT fits them; below 1 GRPO learns on the others with partial feedback (the "
+        "tournament's: grpo.reward_source live; a profile of every pair from elsewhere: replay or live)")
     models_per_worker: int = Field(
         default=1, ge=1, description="models one process (the serial run, a Dask worker) keeps loaded at once; "
                                      "jobs come grouped by model, so 1 already loads each model once per worker")

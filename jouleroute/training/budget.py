@@ -44,7 +44,7 @@ class BudgetInputs:
 
     data_dir: Path  # router_data: train.jsonl, val.jsonl, router_spec.json, stats.json
     base_model_dir: str  # sft.base_model, resolved
-    sft_dir: Path  # the pipeline's SFT (its fraction is sft.full_profile_fraction): reused for that point
+    sft_dir: Path  # the pipeline's SFT (its share is tournament.train_fraction): reused for the point it fitted
     test: pd.DataFrame  # test queries x the λ grid: query_id, task, question, lam, *_by_candidate
     out_dir: Path  # budget.json, budget.png, and the points' routers under routers/
     cache_dir: Path | None = None  # trunk features
@@ -147,7 +147,7 @@ def run_budget(cfg: BudgetConfig, sft_cfg: SftConfig, grpo_cfg: GrpoConfig, rout
     rests = [[r for r in rows if r["query_id"] not in subsets[f]] for f in cfg.grpo_fractions]
     slice_features(inputs, sft_cfg, rows, chosen + rests)
 
-    own = _own_fraction(inputs.sft_dir)
+    own = _own_queries(inputs.sft_dir)
     scores: dict[str, dict[str, np.ndarray]] = {}
 
     def score(point: dict, model: Path) -> None:
@@ -174,11 +174,11 @@ def run_budget(cfg: BudgetConfig, sft_cfg: SftConfig, grpo_cfg: GrpoConfig, rout
     order = [1.0] + [f for f in cfg.points if f < 1]  # the reference first: every CI is against it
     for f in order:
         subset = [r for r in rows if r["query_id"] in subsets[f]]
-        if own is not None and abs(own - f) < 1e-9:
-            sft_dir = Path(inputs.sft_dir)  # the pipeline's own SFT checkpoint, reused
+        if own is not None and own == subsets[f]:
+            sft_dir = Path(inputs.sft_dir)  # the pipeline's own SFT checkpoint fitted these queries: reused
         else:
             sft_dir = routers / f"sft-{f:g}"
-            run_sft(sft_cfg.model_copy(update={"full_profile_fraction": f}), data_dir, inputs.base_model_dir, sft_dir,
+            run_sft(sft_cfg, data_dir, inputs.base_model_dir, sft_dir, share=f, share_seed=sft_cfg.seed,
                     cache_dir=inputs.cache_dir)
         pairs, joules = pairs_joules(subset)
         score({"name": f"sft@{f:g}", "recipe": "sft", "fraction": f, "n_profiled": len(subset),
@@ -204,14 +204,14 @@ def run_budget(cfg: BudgetConfig, sft_cfg: SftConfig, grpo_cfg: GrpoConfig, rout
     return result
 
 
-def _own_fraction(sft_dir: Path) -> float | None:
-    """The fraction the pipeline's SFT fitted (its profiled_queries.json), None when unknown."""
+def _own_queries(sft_dir: Path) -> set[str] | None:
+    """The train queries the pipeline's SFT fitted (its profiled_queries.json), None when unknown."""
     from jouleroute.training.partial_feedback import PROFILED_FILE
 
     path = Path(sft_dir) / PROFILED_FILE
     if not path.is_file() or not (Path(sft_dir) / "model").is_dir():
         return None
-    return float(json.loads(path.read_text()).get("fraction", -1))
+    return {str(q) for q in json.loads(path.read_text()).get("query_ids", [])}
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -88,9 +88,8 @@ class SftConfig(_TrainParams):
     # hard: the label policy's argmax at each λ; soft: fit softmax(s·(p̂ − λ·ê)) at each λ
     # (calibrated logits in principle; lower held-out utility on the replay val split at s = 10)
     targets: Literal["soft", "hard"] = "hard"
-    # share of each task's train queries with a full tournament (every candidate run) that SFT fits;
-    # with grpo.reward_source: replay, GRPO learns from the rest with partial feedback (issue 19)
-    full_profile_fraction: float = Field(default=1.0, gt=0, le=1)
+    # The share of the train queries SFT fits is no key of its own: it is tournament.train_fraction (the train
+    # queries with a full profile, drawn with tournament.seed); GRPO's partial feedback learns on the rest.
 
 
 class GrpoConfig(_TrainParams):
@@ -119,7 +118,7 @@ class GrpoConfig(_TrainParams):
     # keep the SFT weights when GRPO lowers the mean held-out (val) utility; both are reported
     keep_best_on_val: bool = True
     # where a reward comes from (issue 19). profile: a lookup in the full profile of every train query;
-    # replay: GRPO trains on the train queries SFT did not profile (sft.full_profile_fraction < 1) and
+    # replay: GRPO trains on the train queries SFT did not fit (tournament.train_fraction < 1) and
     # reads the outcome of each sampled candidate only (training.partial_feedback); live: as replay, but
     # a sampled pair in neither the tournament's shard store nor the live-pair cache is answered, graded and
     # metered now by the tournament's backend and written to that cache (tournament.live)

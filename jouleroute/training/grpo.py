@@ -204,8 +204,8 @@ def _partial_feedback_rows(cfg: GrpoConfig, rows: list[dict], sft_dir: Path, sou
                              "rerun the tournament with another reward source")
         rest += extra
     if not rest:
-        raise ValueError(f"grpo.reward_source: {cfg.reward_source} needs sft.full_profile_fraction < 1: SFT "
-                         f"profiled every train query of {source}, none is left for partial feedback")
+        raise ValueError(f"grpo.reward_source: {cfg.reward_source} needs tournament.train_fraction < 1: SFT "
+                         f"fitted every train query of {source}, none is left for partial feedback")
     if cfg.reward_source == "live":
         if live is None:
             raise ValueError("grpo.reward_source: live needs the tournament's outcome source (backend, pool, shard "

@@ -1,6 +1,6 @@
 """Partial feedback for GRPO (issue 19): outcomes revealed pair by pair, and what profiling cost.
 
-SFT fits a full tournament of a share of the train queries (``sft.full_profile_fraction``: the
+SFT fits a full tournament of a share of the train queries (``tournament.train_fraction``: the
 *profiled* queries, every candidate run on each). With ``grpo.reward_source: replay`` GRPO trains
 on the other train queries, where it only sees the outcome of the candidates it sampled:
 

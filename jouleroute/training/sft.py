@@ -28,7 +28,7 @@ from jouleroute.training.common import (
 from jouleroute.tracking import StageRun
 from jouleroute.training.config import SftConfig
 from jouleroute.training.mlflow_log import MlflowMetricsCallback, log_stage_end, log_stage_start
-from jouleroute.training.partial_feedback import profiled_ids, write_profiled
+from jouleroute.training.partial_feedback import PROFILED_FILE, profiled_ids, write_profiled
 from jouleroute.training.policy import attach_policy, detach_policy, release_fused_head
 from jouleroute.training.router_data import UNPROFILED
 from jouleroute.training.router_model import load_setup, marked_prompt, policy_cache
@@ -95,10 +95,13 @@ def _weights(model: str | Path) -> list[Path]:
 
 
 def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir: Path,
-            run: StageRun | None = None, *, callbacks: Sequence[TrainerCallback] = (),
-            cache_dir: Path | None = None, progress=None) -> dict:
+            run: StageRun | None = None, *, share: float = 1.0, share_seed: int = 0,
+            callbacks: Sequence[TrainerCallback] = (), cache_dir: Path | None = None, progress=None) -> dict:
     """Fine-tune ``base_model_dir`` (a local folder or hub id) on train.jsonl; returns metrics. ``run``: the
-    MLflow run the caller opened (the `sft` stage's), which gets the params and the training curves."""
+    MLflow run the caller opened (the `sft` stage's), which gets the params and the training curves.
+    ``share`` of each task's train queries, drawn with ``share_seed`` (``sampling.profiled_ids``), are the ones
+    with a full profile that SFT fits (the pipeline's: ``tournament.train_fraction`` and ``tournament.seed``);
+    GRPO's partial feedback learns on the rest."""
     seed_everything(cfg.seed)
     set_threads(cfg.threads)
     from datasets import Dataset
@@ -108,12 +111,12 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
     out_dir.mkdir(parents=True, exist_ok=True)
     source = data_dir / "train.jsonl"
     rows = read_jsonl(source)
-    # all of them by default; when router_data listed unprofiled train queries, the tournament already ran
-    # only this share (grpo.reward_source: live), so every row of train.jsonl is SFT's
-    share = 1.0 if (data_dir / UNPROFILED).is_file() else cfg.full_profile_fraction
-    profiled = set(profiled_ids(rows, share, cfg.seed))
+    # when router_data listed unprofiled train queries, the tournament already ran only this share
+    # (grpo.reward_source: live), so every row of train.jsonl is SFT's; otherwise the share is drawn here
+    drawn = 1.0 if (data_dir / UNPROFILED).is_file() else share
+    profiled = set(profiled_ids(rows, drawn, share_seed))
     rows = [r for r in rows if str(r["query_id"]) in profiled]
-    write_profiled(out_dir, [r["query_id"] for r in rows], cfg.full_profile_fraction, cfg.seed)  # GRPO reads it
+    write_profiled(out_dir, [r["query_id"] for r in rows], share, share_seed)  # GRPO and budget read it
     spec = RouterSpec.load(data_dir)
     targets = label_targets(spec, rows, source)
     fit = soft_targets(spec, rows, source) if cfg.targets == "soft" else targets
@@ -132,7 +135,8 @@ def run_sft(cfg: SftConfig, data_dir: Path, base_model_dir: str | Path, out_dir:
         num_train_epochs=cfg.epochs, per_device_train_batch_size=cfg.batch_size,
         gradient_accumulation_steps=cfg.grad_accum, max_length=None, completion_only_loss=True, packing=False,
     )
-    resume = resume_point(out_dir, cfg, [source, data_dir / "router_spec.json", *_weights(base_model_dir)])
+    resume = resume_point(out_dir, cfg, [source, data_dir / "router_spec.json", out_dir / PROFILED_FILE,
+                                         *_weights(base_model_dir)])
     facts = {"base_model": str(base_model_dir), "n_queries": len(rows), "device": setup.device,
              "lambdas": ",".join(format_lambda(x) for x in spec.lambdas), "resumed_from": resume or "",
              **{f"split.{k}": v for k, v in setup.split.sizes().items()}}

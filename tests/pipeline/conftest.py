@@ -34,7 +34,7 @@ def tiny_params(model_dir: Path) -> dict:
     params["backend"]["torch_threads"] = 1
     params["router"]["threads"] = 1
     params["tournament"] = {**params["tournament"], "train_fraction": 1.0}  # every query: GRPO reads the profile
-    params["sft"] = {"base_model": "tiny", "epochs": 1.0, "threads": 1, "full_profile_fraction": 1.0, "seed": 0}
+    params["sft"] = {"base_model": "tiny", "epochs": 1.0, "threads": 1, "seed": 0}
     # GRPO reads the full profile here (every candidate of every query run); `tiny_repo` runs it live
     params["grpo"] = {**params["grpo"], "max_steps": 2, "threads": 1, "reward_source": "profile", "num_generations": None}
     params["baselines"] = {"embedding": {"model": "hashing"}}
@@ -87,8 +87,7 @@ def tiny_repo(tmp_path_factory, tiny_model) -> Path:
     # the others. A 4th query on two tasks gives each a 2nd train query, left unprofiled (with 3 queries a task
     # has 1 train query, always profiled); on these two tasks their val and test queries stay those of 3
     params["prepare"]["samples"].update(gsm8k=4, arc_easy=4)
-    params["tournament"] = {**params.get("tournament", {}), "train_fraction": 0.5}
-    params["sft"]["full_profile_fraction"] = 0.5
+    params["tournament"] = {**params.get("tournament", {}), "train_fraction": 0.5}  # SFT fits this share too
     params["grpo"].update(reward_source="live", num_generations=2, prompts_per_step=2)
     return make_repo(tmp_path_factory.mktemp("repo"), params,
                      ("dvc.yaml", "jouleroute", "data/external/benchmarks", "data/manifest.yaml", "data/model_cards.yaml", "README.md"))

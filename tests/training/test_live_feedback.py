@@ -88,9 +88,8 @@ def work(tmp_path_factory, tiny_model_dir) -> Path:
                              "energy_net_j": 0.5 + j, "energy_source": "estimated"}
                             for i, q in enumerate(queries.itertuples()) for j, c in enumerate(params["pool"])])
     run_router_data(profile, queries, RouterDataConfig(lambdas=(0.0, 2.0), label_policy="utility"), root / "data")
-    cfg = SftConfig(max_steps=1, batch_size=4, learning_rate=1e-2, save_steps=50, full_profile_fraction=0.3,
-                    threads=1)
-    run_sft(cfg, root / "data", tiny_model_dir, root / "sft")
+    cfg = SftConfig(max_steps=1, batch_size=4, learning_rate=1e-2, save_steps=50, threads=1)
+    run_sft(cfg, root / "data", tiny_model_dir, root / "sft", share=0.3)
     shutil.rmtree(ctx.path("shards_dir"), ignore_errors=True)  # the stores start empty
     shutil.rmtree(ctx.path("live_pairs_dir"), ignore_errors=True)
     return root

@@ -27,28 +27,25 @@ def context(**sections) -> StageContext:
 def test_the_tournament_runs_its_own_train_share_and_reads_no_training_key():
     _profile, queries = toy_tables({"train": 4, "val": 2, "test": 1})
     train = queries[queries["split"] == "train"]
-    live = context(tournament=TournamentConfig(train_fraction=0.5, seed=3), grpo=GrpoConfig(reward_source="live"),
-                   sft=SftConfig(full_profile_fraction=0.5, seed=3))
+    live = context(tournament=TournamentConfig(train_fraction=0.5, seed=3), grpo=GrpoConfig(reward_source="live"))
     chosen = profiled_queries(live, queries)
     assert set(chosen.loc[chosen["split"] == "train", "query_id"]) == set(profiled_ids(train.to_dict("records"), 0.5, 3))
     assert 0 < (chosen["split"] == "train").sum() < len(train)
     assert set(chosen.loc[chosen["split"] != "train", "query_id"]) == set(queries.loc[queries["split"] != "train",
                                                                                       "query_id"])
-    # SFT's share alone (replay-revealed partial feedback) runs every query: the tournament reads only its section
-    for other in (context(grpo=GrpoConfig(reward_source="replay"), sft=SftConfig(full_profile_fraction=0.5)),
+    # no share: the tournament runs every query, whatever the training keys say (it reads only its own section)
+    for other in (context(grpo=GrpoConfig(reward_source="replay"), sft=SftConfig(seed=3)),
                   context(grpo=GrpoConfig(reward_source="live"))):
         assert profiled_queries(other, queries).equals(queries)
 
 
-@pytest.mark.parametrize("sections, message", [
-    ({"grpo": {"reward_source": "profile"}, "sft": {"full_profile_fraction": 0.5}}, "cannot answer"),
-    ({"grpo": {"reward_source": "live"}, "sft": {"full_profile_fraction": 1.0}}, "must equal tournament.train_fraction"),
-    ({"grpo": {"reward_source": "live"}, "sft": {"full_profile_fraction": 0.5, "seed": 7}}, "tournament.seed 0"),
-])
-def test_a_train_share_the_training_keys_disagree_with_is_refused_in_one_line(sections, message):
-    with pytest.raises(ValueError, match=message):
-        Params(tournament={"train_fraction": 0.5}, **sections)
-    Params(tournament={"train_fraction": 0.5}, grpo={"reward_source": "live"}, sft={"full_profile_fraction": 0.5})
+def test_the_train_share_is_one_key_and_a_share_the_tournament_leaves_needs_live_rollouts():
+    """tournament.train_fraction is the train share: SFT has no key of its own to keep equal to it."""
+    assert "full_profile_fraction" not in SftConfig.model_fields
+    with pytest.raises(ValueError, match="cannot answer"):
+        Params(tournament={"train_fraction": 0.5}, grpo={"reward_source": "profile"})
+    Params(tournament={"train_fraction": 0.5}, grpo={"reward_source": "live"}, sft={"seed": 7})
+    Params(profile_source="replay", tournament={"train_fraction": 0.5}, grpo={"reward_source": "replay"})
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +58,8 @@ def split(tmp_path_factory, tiny_model_dir):
     profile = profile[(profile["split"] != "train") | profile["query_id"].isin(kept)]
     stats = run_router_data(profile, queries, RouterDataConfig(lambdas=(0.0, 2.0), label_policy="utility"),
                             root / "data")
-    cfg = SftConfig(max_steps=1, batch_size=4, learning_rate=1e-2, save_steps=50, full_profile_fraction=0.5)
-    run_sft(cfg, root / "data", tiny_model_dir, root / "sft")
+    cfg = SftConfig(max_steps=1, batch_size=4, learning_rate=1e-2, save_steps=50)
+    run_sft(cfg, root / "data", tiny_model_dir, root / "sft", share=0.5)
     return root, queries, kept, stats
 
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from transformers import AutoModelForCausalLM
 
 from jouleroute.routing.lm.router import LMRouter
+from jouleroute.tournament.config import TournamentConfig
 from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.training.grpo import run_grpo
 from jouleroute.training.partial_feedback import (
@@ -56,8 +57,8 @@ def data_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sft_half(data_dir, tiny_model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("sft")
-    cfg = SftConfig(max_steps=2, batch_size=4, learning_rate=1e-2, save_steps=50, full_profile_fraction=0.5)
-    return out, run_sft(cfg, data_dir, tiny_model_dir, out)
+    cfg = SftConfig(max_steps=2, batch_size=4, learning_rate=1e-2, save_steps=50)
+    return out, run_sft(cfg, data_dir, tiny_model_dir, out, share=0.5)
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +185,7 @@ def test_replay_refuses_settings_that_would_read_everything(data_dir, sft_half, 
     shutil.copytree(sft_half[0] / "model", full / "model")
     ids = [r["query_id"] for r in read_jsonl(data_dir / "train.jsonl")]
     (full / PROFILED_FILE).write_text(json.dumps({"query_ids": ids}))
-    with pytest.raises(ValueError, match="full_profile_fraction < 1"):
+    with pytest.raises(ValueError, match="tournament.train_fraction < 1"):
         run_grpo(replay_cfg(), data_dir, full, tmp_path / "b")
 
 
@@ -194,7 +195,7 @@ def test_reward_sources_are_typed():
         GrpoConfig(reward_source="online")
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         GrpoConfig(reward_sources="replay")
-    assert GrpoConfig().reward_source == "profile" and SftConfig().full_profile_fraction == 1.0
+    assert GrpoConfig().reward_source == "profile" and TournamentConfig().train_fraction == 1.0
 
 
 def test_accessor_counts_each_read_and_bills_distinct_pairs():
@@ -239,8 +240,11 @@ def test_the_grpo_stage_reports_profiling_joules_in_metrics_and_mlflow(data_dir,
                         "trunk_cache": "cache", "mlflow_db": "mlruns/mlflow.db"},
               "tracking": {"enabled": True, "experiment": "partial-feedback"},
               "router_data": {"lambdas": list(LAMBDAS), "label_policy": "utility"},
+              # a profile of every pair from elsewhere (no tournament ran): SFT fits the train share, GRPO
+              # replays the rest
+              "profile_source": "replay", "tournament": {"train_fraction": 0.5},
               "sft": {"base_model": str(tiny_model_dir), "max_steps": 2, "batch_size": 4, "save_steps": 50,
-                      "full_profile_fraction": 0.5, "threads": 1},
+                      "threads": 1},
               "grpo": {"reward_source": "replay", "num_generations": 2, "max_steps": 2, "prompts_per_step": 2,
                        "save_steps": 50, "threads": 1}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
