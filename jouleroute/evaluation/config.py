@@ -49,6 +49,9 @@ class EvaluateConfig(StrictModel):
     # (paired CI holds 0), the one that spends least at the best single model's val accuracy (accuracy_tolerance)
     champion_by: Literal["iso_accuracy", "utility"] = "iso_accuracy"
     include_overhead: bool = True  # headline energy/latency include the router's own measured overhead
+    # cascades that read the answers (evaluation/cascade_section.py): searched on selection data and scored on
+    # test beside the routers when the profile carries answers
+    cascade: bool = True
     # which energy column, and whether figures of several energy_source labels may be compared: params
     # `energy_policy` (one for every stage), handed to run_evaluate
     # A lambda curve whose total change is below this is reported as having no transition.

@@ -69,6 +69,11 @@ def headline(metrics: dict, deployed_lam: float) -> dict:
     # a diagnostic family (LM_ALONE) stays in evaluate's metrics.json: with it the row outgrew ~120 columns
     out["aiq"] = {family: r(block["aiq"]) for family, block in metrics.get("families", {}).items()
                   if family != LM_ALONE}
+    cascade = (metrics.get("cascade") or {}).get("decision")
+    if cascade:  # the most accurate chain at or below the best single's energy on selection, scored on test
+        out["cas"] = {"dacc": r(cascade["accuracy_diff_vs_best"]), "dacc_ci": {"lo": r(cascade["ci_low"]),
+                      "hi": r(cascade["ci_high"])}, "share": r(cascade["energy_share_of_best"]),
+                      "verdict": cascade["verdict"]}
     out |= {"oracle": r(rows["oracle"]["accuracy"]), "source": metrics["energy_source"]}
     # chosen on test: the bound no deployed system reaches by construction (docs/metrics.md)
     out["hindsight_iso"] = iso_headline(metrics.get("iso_accuracy")).get("share")

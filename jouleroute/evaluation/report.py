@@ -14,6 +14,7 @@ from pathlib import Path
 
 from jouleroute.evaluation.config import EvaluateConfig
 from jouleroute.evaluation.formatting import fmt as _f
+from jouleroute.evaluation.cascade_section import cascade_lines, cascade_metrics
 from jouleroute.evaluation.deployed_report import deployed_lines, deployed_metrics
 from jouleroute.evaluation.selection_report import query_energy_lines, selection_lines
 from jouleroute.evaluation.plots import (plot_accuracy_vs_energy, plot_lambda_star_by_task, plot_lambda_sweep,
@@ -65,6 +66,7 @@ def headline_metrics(report: dict) -> dict:
         **({"deployed": deployed_metrics(report["deployed"], report["views"][view]["energy_source"])}
            if report.get("deployed") else {}),
         **({"selection": report["selection"]} if "selection" in report else {}),
+        **({"cascade": cascade_metrics(report["cascade"])} if report.get("cascade") else {}),
     }
 
 
@@ -96,7 +98,7 @@ def markdown(report: dict) -> str:
              "Provenance: " + (", ".join(f"{k}={v}" for k, v in sorted(prov.items())) or "none given"), ""]
     if src.startswith("mixed:"):
         lines += [f"> **Warning**: energy figures mix sources ({src}); comparisons are indicative only.", ""]
-    lines += deployed_lines(report.get("deployed"), src) + [""]
+    lines += deployed_lines(report.get("deployed"), src) + cascade_lines(report.get("cascade"), src) + [""]
     lines += ["## Single candidates and oracle", "",
               f"| policy | accuracy | J/query [{src}] | J/correct [{src}] | latency p95 s |", "|---|---|---|---|---|"]
     for name, s in list(report["singles"].items()) + [("**oracle**", report["oracle"])]:

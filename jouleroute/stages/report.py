@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from jouleroute.evaluation.cascade_section import cascade_lines
 from jouleroute.evaluation.deployed_report import deployed_lines
 from jouleroute.evaluation.report import comparison_lines
 from jouleroute.evaluation.selection_report import selection_lines
@@ -62,6 +63,7 @@ def report_stage(ctx: StageContext) -> Path:
         "",
         "## The router on this pool",
         *deployed_lines(report.get("deployed"), report["views"][report["headline_view"]]["energy_source"]),
+        *cascade_lines(report.get("cascade"), report["views"][report["headline_view"]]["energy_source"]),
         "",
         *headline,
         "",

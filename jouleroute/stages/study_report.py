@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from jouleroute.evaluation.cascade_section import cascade_lines
 from jouleroute.evaluation.deployed_report import deployed_lines
 from jouleroute.evaluation.report import comparison_lines, iso_accuracy_lines, savings_note
 from jouleroute.evaluation.selection_report import selection_lines
@@ -44,6 +45,7 @@ def study_report_stage(ctx: StageContext) -> Path:
         "",
         f"Scored on {report['n_queries']} `{report['split']}` queries; view: `{view}`.",
         *deployed_lines(report.get("deployed"), source),
+        *cascade_lines(report.get("cascade"), source),
         "",
         "## The pool",
         "",

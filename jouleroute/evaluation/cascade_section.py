@@ -1,0 +1,112 @@
+"""Cascades that read the answers, beside the routers: chosen on selection data, scored once on test.
+
+A cascade asks cheap models first and escalates when their answers disagree (jouleroute/cascade: agreement by
+each task's grader equivalence, the chain search, its scoring). For a profile that carries answers the evaluate
+stage searches the chains on the selection queries (train and val, every candidate answered), chooses one per
+target (``iso_accuracy``: the router's default, the best single's selection accuracy minus the tolerance;
+``above_best``: above the best single's accuracy by a paired interval on selection) and scores each once on
+test against the best single chosen on selection. The figure a user decides by: the most accurate chain at or
+below the best single's energy on selection, scored on test. A profile without answers says so in one line.
+Energy is the models' only (a cascade runs no router): joules summed over every model asked.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+
+from jouleroute.cascade.matrix import answers_missing, cascade_matrix
+from jouleroute.cascade.score import decision_figure, score_chain
+from jouleroute.cascade.search import choose_chain, pareto_points, search
+from jouleroute.cascade.target import CascadeTarget
+from jouleroute.evaluation.deployed import pick_singles, selection_matrix
+from jouleroute.evaluation.outcomes import ProfileMatrix
+
+logger = logging.getLogger(__name__)
+
+TARGETS = {"iso_accuracy": CascadeTarget(iso_accuracy=True), "above_best": CascadeTarget(above_best=0.0)}
+
+
+def cascade_block(profile: pd.DataFrame, queries: pd.DataFrame, test: ProfileMatrix, energy_column: str,
+                  best_single: str | None, tolerance: float, samples: int, confidence: float, seed: int) -> dict:
+    """report.json's ``cascade``: the search on selection data, the chain per target scored on test, and the
+    decision figure; ``{"skipped": why}`` when the profile carries no comparable answers."""
+    missing = answers_missing(profile)
+    if missing:
+        logger.info("%s", missing)
+        return {"skipped": missing}
+    try:
+        chosen_on = selection_matrix(profile, queries, energy_column)
+    except ValueError as e:  # no train or val query every candidate answered
+        return {"skipped": f"cascade skipped: {e}"}
+    best_single = best_single or chosen_on.candidates[pick_singles(chosen_on.correct, chosen_on.energy_j, 0.0)[0]]
+    selection, scored = cascade_matrix(profile, chosen_on), cascade_matrix(profile, test)
+    space = search(selection, best_single)
+    out = {"best_single": best_single, "n_chains": int(space.accuracy.size), "search_seconds": space.seconds,
+           "n_selection_queries": len(selection.query_ids), "pareto": pareto_points(space), "targets": {}}
+    for kind, target in TARGETS.items():
+        choice = choose_chain(space, selection, target, tolerance, samples, confidence, seed)
+        out["targets"][kind] = {"chain": choice.chain.name, "selection": choice.selection,
+                                "test": score_chain(choice.chain, scored, best_single, samples, confidence, seed)}
+    out["decision"] = decision_figure(space, selection, scored, samples, confidence, seed)
+    decided = out["decision"]["test"]
+    logger.info("cascade: %d chains searched in %.1f s; the most accurate at or below the best single's energy on "
+                "selection, %s, scores %+.3f vs the best single on test (%s)", out["n_chains"], space.seconds,
+                decided["chain"], decided["accuracy_diff_vs_best"], decided["verdict"])
+    return out
+
+
+def _ci(ci, pct: bool = False) -> str:
+    if not ci:
+        return ""
+    return f" [{100 * ci[0]:.0f}%, {100 * ci[1]:.0f}%]" if pct else f" [{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+
+def cascade_lines(block: dict | None, energy_source: str) -> list[str]:
+    """The cascade section of report.md and of every study page."""
+    if not block:
+        return []
+    lines = ["", "## Cascades that read the answers", ""]
+    if "skipped" in block:
+        return lines + [block["skipped"].capitalize() + "."]
+    decided = block["decision"]["test"]
+    lines += [f"{block['n_chains']} chains searched on {block['n_selection_queries']} selection queries in "
+              f"{block['search_seconds']:.1f} s; each chosen chain scored once on test against the best single "
+              f"`{block['best_single']}` (energy **{energy_source}**, summed over every model asked; "
+              f"{decided['confidence']:.0%} paired-bootstrap intervals).", "",
+              "| chosen for | chain | meets it on selection | test accuracy − best [CI] | energy share of best [CI] "
+              "| stopped at each stage | verdict |", "|---|---|---|---:|---:|---|---|"]
+    rows = [(kind, entry["selection"], entry["test"]) for kind, entry in block["targets"].items()]
+    rows.append(("most accurate at ≤ the best single's energy", block["decision"]["selection"], decided))
+    for label, chosen, test in rows:
+        stops = ", ".join(f"{100 * s:.0f}%" for s in test["stop_share"])
+        lines.append(f"| {label} | `{test['chain']}` | {'yes' if chosen['met_on_selection'] else 'no'} "
+                     f"| {test['accuracy_diff_vs_best']:+.3f}{_ci(test['accuracy_diff_vs_best_ci'])} "
+                     f"| {100 * test['energy_share_of_best']:.0f}%{_ci(test['energy_share_of_best_ci'], True)} "
+                     f"| {stops} | {test['verdict']} |")
+    above = decided["verdict"] == "above"
+    lines += ["", ("The decision figure: a chain at or below the best single's energy is **more accurate than the "
+                   "best single** on test, the interval excluding 0." if above else
+                   f"The decision figure: no chain chosen on selection beats the best single's accuracy on test "
+                   f"(the most accurate at or below its energy: {decided['accuracy_diff_vs_best']:+.3f}"
+                   f"{_ci(decided['accuracy_diff_vs_best_ci'])}, a {decided['verdict']}).")]
+    return lines
+
+
+def cascade_metrics(block: dict) -> dict:
+    """metrics.json's ``cascade``: the skip reason, or each chosen chain's test figures as scalars."""
+    if "skipped" in block:
+        return {"skipped": block["skipped"]}
+
+    def flat(test: dict) -> dict:
+        ci = test.get("accuracy_diff_vs_best_ci") or (None, None)
+        share_ci = test.get("energy_share_of_best_ci") or (None, None)
+        return {"chain": test["chain"], "accuracy": test["accuracy"], "j_per_query": test["j_per_query"],
+                "accuracy_diff_vs_best": test["accuracy_diff_vs_best"], "ci_low": ci[0], "ci_high": ci[1],
+                "energy_share_of_best": test["energy_share_of_best"], "share_ci_low": share_ci[0],
+                "share_ci_high": share_ci[1], "stop_share": test["stop_share"], "verdict": test["verdict"]}
+
+    return {"best_single": block["best_single"], "n_chains": block["n_chains"],
+            "decision": flat(block["decision"]["test"]),
+            **{kind: flat(entry["test"]) for kind, entry in block["targets"].items()}}
