@@ -62,11 +62,8 @@ def serve_command(ctx: StageContext, args) -> None:
     cfg = with_address(load_gateway_config(ctx, getattr(args, "config", None)), getattr(args, "host", None),
                        getattr(args, "port", None))
     params = with_target(ctx.params, getattr(args, "target_energy_share", None), getattr(args, "target_accuracy", None))
-    build = build_gateway
-    if cfg.router.kind == "cascade":  # no router: the chain's stages answer jouleroute-auto
-        from jouleroute.gateway.cascade import build_cascade_gateway as build
     try:
-        gateway = build(params, ctx.root, cfg)
+        gateway = build_gateway(params, ctx.root, cfg)  # a router's, or a cascade's (gateway.router.kind)
     except (ValueError, FileNotFoundError) as error:
         raise ParamsError(str(error)) from None
     logger.info("serving %s on http://%s:%d/v1 (router %s)", gateway.models, cfg.host, cfg.port,

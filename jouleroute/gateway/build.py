@@ -299,6 +299,10 @@ def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, loc
 
 def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None) -> Gateway:
     cfg = cfg or p.gateway
+    if cfg.router.kind == "cascade":  # no router: the chain's stages answer jouleroute-auto
+        from jouleroute.gateway.cascade import build_cascade_gateway
+
+        return build_cascade_gateway(p, root, cfg)
     keys = KeyStore.load(cfg.auth, root)
     check_exposure(cfg, keys)
     meter = make_meter(p.energy)
