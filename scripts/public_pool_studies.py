@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from jouleroute.paths import PathsConfig
 from jouleroute.replay.pools import PublicPool, public_pools
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +56,8 @@ def render(name: str) -> dict[Path, str]:
     params = re.sub(r"all [\d,]+ (train|val|test) queries", r"all \1 queries", params)
     start = params.index("\nreplay:") + 1
     end = params.index("\n", start) + 1
-    section = {"public_pool": {"pool": pool.name, "source_dir": pool.folder,
+    folder = f"{PathsConfig().data_root}/{pool.folder}"  # the data root params.yaml names
+    section = {"public_pool": {"pool": pool.name, "source_dir": folder,
                                "table": f"studies/{name}/artifacts/outcomes.parquet",  # repository-relative
                                "rule": {"kind": "pareto", "max_candidates": 8}, "models": pool.models}}
     text = yaml.safe_dump(section, sort_keys=False, width=110)
@@ -69,7 +71,7 @@ def render(name: str) -> dict[Path, str]:
     stage = (f"stages:\n  outcomes:\n    wdir: ../..\n    cmd: jouleroute --params studies/{name}/params.yaml outcomes\n"
              "    deps:\n      - jouleroute/replay\n      - jouleroute/stages/outcomes.py\n"
              "      - jouleroute/stages/profile_record.py\n      - jouleroute/tournament/summary.py\n"
-             f"      - jouleroute/benchmarks/grading.py\n      - {pool.folder}\n"
+             f"      - jouleroute/benchmarks/grading.py\n      - {folder}\n"
              "      - data/outcomes/tokenizers/smollm2-135m-instruct\n      - data/external/energy/mlenergy-v2\n"
              f"    params:\n      - studies/{name}/params.yaml:\n          - public_pool\n"
              "          - energy_policy.allow_mixed_sources\n"

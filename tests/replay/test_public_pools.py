@@ -109,5 +109,6 @@ def test_every_pool_has_its_study_preset_and_its_page_title():
 
     for name, pool in public_pools().items():
         params = yaml.safe_load((REPO / "studies" / pool.study / "params.yaml").read_text())
-        assert params["public_pool"]["pool"] == name and params["public_pool"]["source_dir"] == pool.folder
+        assert params["public_pool"]["pool"] == name
+        assert params["public_pool"]["source_dir"] == f"{params['paths']['data_root']}/{pool.folder}"
         assert params["public_pool"]["models"] == pool.models and pool.title and pool.origin

@@ -3,12 +3,13 @@
 A pool's module (``jouleroute/replay/pools/<name>.py``) holds its reader (how its files become the table
 `jouleroute import` reads, its split rule included) and registers itself at the bottom::
 
-    register_pool(PublicPool(name="mypool", folder="data/external/outcomes/mypool", study="mypool", ...))
+    register_pool(PublicPool(name="mypool", folder="outcomes/mypool", study="mypool", ...))
 
 The table fills itself on first use by importing every module of this package (but ``_``-named helpers).
 Everything that names a pool reads it: params validation (``public_pool.pool``), the `outcomes` stage (the
-reader), the study page (its title and its outcomes' origin) and scripts/public_pool_studies.py, which writes
-each pool's study preset (studies/<study>/) from the declaration (docs/architecture.md, "Adding a pool").
+reader), the study page (its title and its outcomes' origin), scripts/public_pool_studies.py, which writes
+each pool's study preset (studies/<study>/) from the declaration, and scripts/data_manifest.py, which writes its
+folder's entry of the data manifest (docs/architecture.md, "Adding a pool").
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ class PoolTable:
 class PublicPool:
     """One public outcome pool.
 
-    ``name``: its ``public_pool.pool`` value. ``folder``: its files in the data root. ``study``: its study's
-    folder under studies/. ``title``: its study page's title; ``origin``: whose outcomes the page says they
-    are; ``what``: what the study routes, for the generated presets' header. ``split``: how its queries are
-    split, in words (the reader applies it). ``models``: the pool's model name -> the params entry of its
-    candidate (candidate id, ML.ENERGY reference, workload, reason; see :func:`mapped`). ``read``: the
-    pool's files -> :class:`PoolTable`, given the ``public_pool`` params and the repository root.
+    ``name``: its ``public_pool.pool`` value. ``folder``: its files, relative to the data root (``paths.data_root``).
+    ``study``: its study's folder under studies/. ``title``: its study page's title; ``origin``: whose outcomes
+    the page says they are; ``what``: what the study routes, for the generated presets' header. ``split``: how
+    its queries are split, in words (the reader applies it). ``models``: the pool's model name -> the params
+    entry of its candidate (candidate id, ML.ENERGY reference, workload, reason; see :func:`mapped`). ``read``:
+    the pool's files -> :class:`PoolTable`, given the ``public_pool`` params and the repository root.
+    ``source``: the folder's entry in the data manifest (origin, licence, note; scripts/data_manifest.py).
     """
 
     name: str
@@ -49,6 +51,7 @@ class PublicPool:
     split: str
     models: dict[str, dict]
     read: Callable[[Any, Path], PoolTable]
+    source: dict[str, str] = field(default_factory=dict)
 
 
 _TABLE: dict[str, PublicPool] = {}

@@ -90,9 +90,15 @@ def read(cfg: PublicPoolConfig, repo_root: Path) -> PoolTable:
 
 
 register_pool(PublicPool(
-    name="cruxeval", folder="data/external/outcomes/cruxeval", study="cruxeval",
+    name="cruxeval", folder="outcomes/cruxeval", study="cruxeval",
     title="CRUXEval study: routing code reasoning across open-weight code models", origin="CRUXEval",
     what="CRUXEval's output- and input-prediction outcomes (open-weight code models, 6.7B-46.7B, direct and "
          "chain of thought)",
     split="by function (sample_id): both tasks of a function share its split; val carved from train by function",
-    models=MODELS, read=read))
+    models=MODELS, read=read,
+    source=dict(origin="github:crux-eval/eval-arena@012edd758d9ae7ef3d47a56a462e75ab2c659828 data/cruxeval_*.jsonl, "
+                       "github:facebookresearch/cruxeval@190faf16d175b5847b0af05d937872b1fb395942 (tables derived; "
+                       "see SOURCE.txt)",
+                licence="MIT (cruxeval); eval-arena: no licence file",
+                note="CRUXEval per-query pass@1 outcomes (tables derived from crux-eval/eval-arena; no public URL "
+                     "serves these tables).")))

@@ -109,8 +109,13 @@ def read(cfg: PublicPoolConfig, repo_root: Path) -> PoolTable:
 
 
 register_pool(PublicPool(
-    name="zeroeval_math", folder="data/external/outcomes/zeroeval_math", study="zeroeval-math",
+    name="zeroeval_math", folder="outcomes/zeroeval_math", study="zeroeval-math",
     title="ZeroEval study: routing GSM8K and MATH level 5 across an open-weight pool", origin="ZeroEval",
     what="ZeroEval's GSM8K and MATH level 5 outcomes (open-weight models, 2.6B-405B)",
     split="ZeroEval's own split by question; val carved from train by a hash of the query id",
-    models=MODELS, read=read))
+    models=MODELS, read=read,
+    source=dict(origin="github:WildEval/ZeroEval@8c1485edf12c6efb5f69135a562927c5ad484059 result_dirs/ (tables "
+                       "derived from its generations; see SOURCE.txt)",
+                licence="Apache-2.0 (ZeroEval); GSM8K, MATH: MIT",
+                note="ZeroEval per-query outcomes on GSM8K and MATH level 5 (tables derived from WildEval/ZeroEval's "
+                     "result_dirs; no public URL serves these tables).")))
