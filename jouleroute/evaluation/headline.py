@@ -55,8 +55,8 @@ def headline(metrics: dict, deployed_lam: float) -> dict:
     dep = metrics.get("deployed")
     if dep:
         lo_hi = lambda name: {"lo": r(dep[f"{name}_ci_low"]), "hi": r(dep[f"{name}_ci_high"])}  # noqa: E731
-        out["dep"] = {"served": dep.get("served", dep["champion"]), "champion": dep["champion"], "lam": r(dep["lam"]),
-                      "acc": r(dep["accuracy"]),
+        out["dep"] = {"policy": dep.get("policy", "route"), "single": dep.get("single") if dep.get("policy") == "single"
+                      else None, "champion": dep["champion"], "lam": r(dep["lam"]), "acc": r(dep["accuracy"]),
                       "dacc": r(dep["accuracy_diff_vs_best"]), "dacc_ci": lo_hi("accuracy_diff_vs_best"),
                       "J": r(dep["j_per_query"]), "share": r(dep["energy_share_of_best"]),
                       "share_ci": lo_hi("energy_share_of_best"), "gain": r(dep["routing_gain"]),

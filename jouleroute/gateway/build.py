@@ -298,16 +298,20 @@ def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, loc
 
 
 def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None) -> Gateway:
+    """The gateway ``jouleroute serve`` runs: the upstreams, keys and energy, and a router (the champion by
+    default) or, with ``gateway.router.kind: cascade``, a chain whose stages answer ``jouleroute-auto``."""
     cfg = cfg or p.gateway
-    if cfg.router.kind == "cascade":  # no router: the chain's stages answer jouleroute-auto
-        from jouleroute.gateway.cascade import build_cascade_gateway
-
-        return build_cascade_gateway(p, root, cfg)
     keys = KeyStore.load(cfg.auth, root)
     check_exposure(cfg, keys)
     meter = make_meter(p.energy)
     lock = threading.Lock()
     expected = ExpectedEnergy.from_profile(p.paths.resolve("profile", root), p.energy.prefill_weight)
+    if cfg.router.kind == "cascade":
+        from jouleroute.gateway.cascade import cascade_gateway
+
+        gateway = cascade_gateway(cfg, root, build_upstreams(p, cfg, root, meter, lock, expected), keys, lock)
+        attach_measured(gateway)
+        return gateway
     router = build_router(p, cfg, root, meter)
     stale = sorted(set(router.candidates) - set(p.candidate_ids))
     if not cfg.upstreams and stale:  # the embedded default serves the params' pool

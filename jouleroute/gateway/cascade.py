@@ -289,23 +289,14 @@ def answer_text(body: dict | None) -> str:
     return content if isinstance(content, str) else ""
 
 
-def build_cascade_gateway(p, root: Path, cfg: GatewayConfig) -> CascadeGateway:
-    """``jouleroute serve`` with ``gateway.router.kind: cascade``: the chain file, the upstreams, keys and energy
-    as ``build_gateway`` makes them (``p``: the params, ``gateway.build.Params``)."""
-    from jouleroute.energy import make_meter
-    from jouleroute.gateway.build import attach_measured, build_upstreams, check_exposure
-    from jouleroute.gateway.energy import ExpectedEnergy
-
-    keys = KeyStore.load(cfg.auth, root)
-    check_exposure(cfg, keys)
+def cascade_gateway(cfg: GatewayConfig, root: Path, upstreams: dict, keys: KeyStore,
+                    lock: threading.Lock) -> CascadeGateway:
+    """The gateway of ``gateway.router.kind: cascade``: the chain file's stages over ``upstreams`` (built, with the
+    keys and the energy, as for a router: ``gateway.build.build_gateway``)."""
     path = Path(cfg.router.chain or "")
     artifact = load_chain(path if path.is_absolute() else root / path)
     chain = artifact.chain
-    lock = threading.Lock()
-    expected = ExpectedEnergy.from_profile(p.paths.resolve("profile", root), p.energy.prefill_weight)
-    upstreams = build_upstreams(p, cfg, root, make_meter(p.energy), lock, expected)
     gateway = CascadeGateway(cfg, chain, upstreams, keys, lock, name=f"{NAME}:{path.stem}")
-    attach_measured(gateway)
     logger.info("serving the cascade %s (chosen for %s; a single answer accepted below %s tokens)", describe(chain),
                 artifact.chosen_by, chain.max_output_tokens or "any number of")
     return gateway
