@@ -198,6 +198,23 @@ def gpu_check(file_name: str) -> None:
     print()
 
 
+def cascade_gateway() -> None:
+    data = json.loads((RESULTS / "cascade_gateway.json").read_text())
+    chain = " > ".join("+".join(stage) for stage in data["chain"])
+    print(f"### Gateway in cascade mode (`results/cascade_gateway.json`, chain `{chain}`, {data['upstreams']})\n")
+    print(conditions_line(data["conditions"]) + "\n")
+    g, d = data["gateway"], data["direct"]
+    stops = ", ".join(f"{stage} {100 * share:.0f}%" for stage, share in data["stop_share"].items())
+    print("| offered req/s | requests | errors | stopped at | gateway's own p50 / p95 / max s | gateway p95 s "
+          "| direct p95 s | added p95 s | CPU ms/request | totals not the sum of calls | targets met |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {data['offered_rate_rps']:g} | {g['requests']} | {g['errors']} | {stops} | {data['gateway_own_p50_s']} / "
+          f"{data['gateway_own_p95_s']} / {data['gateway_own_max_s']} | {g['p95_s']} | {d['p95_s']} "
+          f"| {data['added_p95_vs_direct_s']} | {data['gateway_cpu_ms_per_request']} "
+          f"| {data['joules_total_not_sum_of_calls']} | {'yes' if data['target_met'] else 'no'} |")
+    print()
+
+
 def all_tables() -> None:
     for path in sorted(RESULTS.glob("batching*.json")):
         batching(path.name)
@@ -205,6 +222,7 @@ def all_tables() -> None:
     for path in sorted(RESULTS.glob("router_scoring*.json")):
         router_scoring(path.name)
     gateway_load()
+    cascade_gateway()
     loglik_levers()
     end_to_end("end_to_end.json", "`make run` stage by stage")
     end_to_end("study_end_to_end.json", "`make study` stage by stage")
