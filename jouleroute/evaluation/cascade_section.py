@@ -13,13 +13,19 @@ Energy is the models' only (a cascade runs no router): joules summed over every 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from jouleroute.atomic import atomic_write_text
+from jouleroute.cascade.artifact import ChainArtifact
+from jouleroute.cascade.chain import Chain, simulate
 from jouleroute.cascade.matrix import answers_missing, cascade_matrix
 from jouleroute.cascade.score import decision_figure, score_chain
-from jouleroute.cascade.search import choose_chain, pareto_points, search
+from jouleroute.cascade.search import choose_chain, pareto, pareto_points, search
 from jouleroute.cascade.target import CascadeTarget
+from jouleroute.evaluation.bootstrap import family_aiq
 from jouleroute.evaluation.deployed import pick_singles, selection_matrix
 from jouleroute.evaluation.outcomes import ProfileMatrix
 
@@ -50,11 +56,38 @@ def cascade_block(profile: pd.DataFrame, queries: pd.DataFrame, test: ProfileMat
         out["targets"][kind] = {"chain": choice.chain.name, "selection": choice.selection,
                                 "test": score_chain(choice.chain, scored, best_single, samples, confidence, seed)}
     out["decision"] = decision_figure(space, selection, scored, samples, confidence, seed)
+    out["test_frontier"], out["aiq"] = _frontier_on_test(space, scored)
     decided = out["decision"]["test"]
     logger.info("cascade: %d chains searched in %.1f s; the most accurate at or below the best single's energy on "
                 "selection, %s, scores %+.3f vs the best single on test (%s)", out["n_chains"], space.seconds,
                 decided["chain"], decided["accuracy_diff_vs_best"], decided["verdict"])
     return out
+
+
+def _frontier_on_test(space, scored) -> tuple[list[dict], float]:
+    """The selection frontier's chains, each simulated on test (the plot's cascade line), and their AIQ on test
+    (the singles' frontier plus these points, over the singles' cost range, as for a router family)."""
+    chains = [space.chain(i) for i in pareto(space)]
+    outcomes = [simulate(chain, scored) for chain in chains]
+    points = [{"chain": c.name, "accuracy": o.accuracy, "j_per_query": o.j_per_query} for c, o in zip(chains, outcomes)]
+    value = family_aiq(scored.correct.mean(axis=0), scored.energy_j.mean(axis=0),
+                       np.array([p["accuracy"] for p in points]), np.array([p["j_per_query"] for p in points]))
+    return points, value
+
+
+def write_chain_files(block: dict | None, folder: Path) -> None:
+    """The chosen chains as chain files (jouleroute/cascade/artifact.py), one per target, that `jouleroute serve`
+    loads with ``gateway.router.kind: cascade``; a note instead when the cascade was skipped."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.iterdir():
+        old.unlink()
+    if not block or "skipped" in block:
+        atomic_write_text(folder / "SKIPPED.txt", ((block or {}).get("skipped") or "cascade off") + "\n")
+        return
+    for kind, entry in block["targets"].items():
+        test = entry["test"]
+        chain = Chain(tuple(tuple(s) for s in test["stages"]), test["max_output_tokens"])
+        ChainArtifact(chain, kind, entry["selection"]).write(folder / f"{kind}.json")
 
 
 def _ci(ci, pct: bool = False) -> str:
@@ -85,6 +118,10 @@ def cascade_lines(block: dict | None, energy_source: str) -> list[str]:
                      f"| {test['accuracy_diff_vs_best']:+.3f}{_ci(test['accuracy_diff_vs_best_ci'])} "
                      f"| {100 * test['energy_share_of_best']:.0f}%{_ci(test['energy_share_of_best_ci'], True)} "
                      f"| {stops} | {test['verdict']} |")
+    lines += ["", f"AIQ of the selection frontier's chains on test: **{block['aiq']:.3f}** (the routers' AIQ is "
+                  "computed the same way; the accuracy-vs-energy plot draws these chains as `cascade`). The chosen "
+                  "chains are chain files in `cascade/` beside this report: `jouleroute serve` runs one with "
+                  "`gateway.router.kind: cascade` (docs/gateway.md)."]
     above = decided["verdict"] == "above"
     lines += ["", ("The decision figure: a chain at or below the best single's energy is **more accurate than the "
                    "best single** on test, the interval excluding 0." if above else
@@ -107,6 +144,6 @@ def cascade_metrics(block: dict) -> dict:
                 "energy_share_of_best": test["energy_share_of_best"], "share_ci_low": share_ci[0],
                 "share_ci_high": share_ci[1], "stop_share": test["stop_share"], "verdict": test["verdict"]}
 
-    return {"best_single": block["best_single"], "n_chains": block["n_chains"],
+    return {"best_single": block["best_single"], "n_chains": block["n_chains"], "aiq": block["aiq"],
             "decision": flat(block["decision"]["test"]),
             **{kind: flat(entry["test"]) for kind, entry in block["targets"].items()}}

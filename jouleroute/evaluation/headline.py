@@ -71,7 +71,7 @@ def headline(metrics: dict, deployed_lam: float) -> dict:
                   if family != LM_ALONE}
     cascade = (metrics.get("cascade") or {}).get("decision")
     if cascade:  # the most accurate chain at or below the best single's energy on selection, scored on test
-        out["cas"] = {"dacc": r(cascade["accuracy_diff_vs_best"]), "dacc_ci": {"lo": r(cascade["ci_low"]),
+        out["cas"] = {"aiq": r(metrics["cascade"]["aiq"]), "dacc": r(cascade["accuracy_diff_vs_best"]), "dacc_ci": {"lo": r(cascade["ci_low"]),
                       "hi": r(cascade["ci_high"])}, "share": r(cascade["energy_share_of_best"]),
                       "verdict": cascade["verdict"]}
     out |= {"oracle": r(rows["oracle"]["accuracy"]), "source": metrics["energy_source"]}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from jouleroute.evaluation.config import EvaluateConfig
 from jouleroute.evaluation.formatting import fmt as _f
-from jouleroute.evaluation.cascade_section import cascade_lines, cascade_metrics
+from jouleroute.evaluation.cascade_section import cascade_lines, cascade_metrics, write_chain_files
 from jouleroute.evaluation.deployed_report import deployed_lines, deployed_metrics
 from jouleroute.evaluation.selection_report import query_energy_lines, selection_lines
 from jouleroute.evaluation.plots import (plot_accuracy_vs_energy, plot_lambda_star_by_task, plot_lambda_sweep,
@@ -241,6 +241,7 @@ def _plots(report: dict, plot_dir: Path) -> dict[str, Path]:
         "oracle": (report["oracle"]["views"][view]["j_per_query"], report["oracle"]["views"][view]["accuracy"]),
         "routers": {n: (r["views"][view]["j_per_query"], r["views"][view]["accuracy"], r["family"], r["lam"])
                     for n, r in routers.items()},
+        "cascade": [(p["j_per_query"], p["accuracy"]) for p in (report.get("cascade") or {}).get("test_frontier", [])],
     }
     front = {("single", n) for n, e in report["singles"].items() if e["views"][view]["on_frontier"]}
     front |= {("router", n) for n, e in routers.items() if e["views"][view]["on_frontier"]}
@@ -272,6 +273,8 @@ def write_outputs(report: dict, out_dir: Path, cfg: EvaluateConfig) -> tuple[dic
     paths["report"].write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
     paths["markdown"].write_text(markdown(report))
     write_sweep_csv(report, paths["sweep"])
+    if "cascade" in report:  # the chosen chains, as files `serve` runs
+        write_chain_files(report["cascade"], out_dir / "cascade")
     if cfg.plots:
         paths.update({f"plot_{k}": v for k, v in _plots(report, out_dir / "plots").items()})
     return metrics, paths

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from jouleroute.evaluation.cascade_section import cascade_block, cascade_lines, cascade_metrics
+from jouleroute.cascade.artifact import ChainArtifact
+from jouleroute.evaluation.bootstrap import family_aiq
+from jouleroute.evaluation.cascade_section import cascade_block, cascade_lines, cascade_metrics, write_chain_files
 from jouleroute.evaluation.outcomes import build_matrix
 from tests.evaluation.conftest import profile_rows, queries_frame
 
@@ -28,7 +30,7 @@ def _pool(n: int = 300, seed: int = 0, answers: bool = True):
     return profile, queries_frame(qids, tasks, splits)
 
 
-def test_two_cheap_models_that_agree_when_right_reach_the_best_models_accuracy_for_less_energy():
+def test_two_cheap_models_that_agree_when_right_reach_the_best_models_accuracy_for_less_energy(tmp_path):
     profile, queries = _pool()
     test = build_matrix(profile, queries, "test", "energy_j")
     block = cascade_block(profile, queries, test, "energy_j", None, 0.01, 300, 0.95, 0)
@@ -39,11 +41,19 @@ def test_two_cheap_models_that_agree_when_right_reach_the_best_models_accuracy_f
     assert block["best_single"] == "big" and abs(sum(decided["stop_share"]) - 1.0) < 1e-9
     assert cascade_metrics(block)["decision"]["chain"] == decided["chain"]
     assert "## Cascades that read the answers" in "\n".join(cascade_lines(block, "estimated"))
+    # the routers' yardstick: the frontier's chains on test lift AIQ above the singles' own frontier
+    singles = family_aiq(test.correct.mean(axis=0), test.energy_j.mean(axis=0), np.array([]), np.array([]))
+    assert block["aiq"] > singles and len(block["test_frontier"]) >= 1
+    write_chain_files(block, tmp_path / "cascade")  # what `jouleroute serve` runs, one file per target
+    served = ChainArtifact.read(tmp_path / "cascade" / "iso_accuracy.json")
+    assert served.chosen_by == "iso_accuracy" and served.chain.name == block["targets"]["iso_accuracy"]["chain"]
 
 
-def test_a_profile_without_answers_says_so_in_one_line():
+def test_a_profile_without_answers_says_so_in_one_line(tmp_path):
     profile, queries = _pool(answers=False)
     block = cascade_block(profile, queries, build_matrix(profile, queries, "test", "energy_j"), "energy_j", None,
                           0.01, 100, 0.95, 0)
     assert set(block) == {"skipped"} and "no answers" in block["skipped"]
     assert cascade_lines(block, "estimated")[-1].startswith("Cascade skipped")
+    write_chain_files(block, tmp_path / "cascade")
+    assert [p.name for p in (tmp_path / "cascade").iterdir()] == ["SKIPPED.txt"]
