@@ -43,7 +43,7 @@ class PathsConfig(StrictModel):
     embedding_cache: str = artifact("cache", "embeddings")
     trunk_cache: str = artifact("cache", "trunk")  # router trunk features (training only; safe to delete)
     mlflow_db: str = "mlruns/mlflow.db"
-    study_doc: str = "docs/replay-study.md"  # a study's generated report (study_report); its plot goes beside it
+    study_doc: str = "docs/replay-study.md"  # a study's generated page (study_page); its plot goes beside it
     headline: str = "metrics.json"  # tracked in git: the compact figures of `dvc metrics show/diff`, `dvc exp show`
 
     def resolve(self, name: str, root: Path) -> Path:

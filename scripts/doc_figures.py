@@ -22,7 +22,7 @@ markers; this script rewrites what lies between them from where the figure comes
 A block whose source is not there yet (no run on this machine) is left as it is and named.
 `--check` writes nothing and fails when a block differs from what it would write (the tests run it).
 The README's `embedded-default` block and docs/embedded-default.md, docs/replay-study.md are the
-pipelines' own: the `report` and `study_report` stages write them.
+pipelines' own: the `embedded_page` and `study_page` stages write them.
 
     .venv/bin/python scripts/doc_figures.py [--check]
 """

@@ -203,7 +203,7 @@ def test_every_params_key_a_stage_lists_is_in_its_params_file(dvc_yaml):
 def test_a_lambda_experiment_reruns_only_what_reads_the_deployed_lambda():
     """`-S router.lam=...` changes which candidate the deployed router picks: evaluate's figures and the
     report that quotes them. Training, its held-out check and the budget curve route at every λ."""
-    assert table.rerun_by("router.lam", REPO / "dvc.yaml") == ["evaluate", "report"]
+    assert table.rerun_by("router.lam", REPO / "dvc.yaml") == ["evaluate", "embedded_page"]
     for dvc_yaml in DVC_FILES:
         for name in ("sft", "grpo", "budget"):
             params = table.read(dvc_yaml)[name].params

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from jouleroute.stages.report import BEGIN, DOC, END
+from jouleroute.stages.embedded_page import BEGIN, DOC, END
 from jouleroute.evaluation.task_table import per_task_table, task_winners
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,5 +53,5 @@ def test_readme_block_is_the_generated_one():
     readme = (REPO / "README.md").read_text()
     block = readme.split(BEGIN, 1)[1].split(END, 1)[0].strip().splitlines()
     doc = (REPO / DOC).read_text().splitlines()
-    assert block, "the README block is empty: run `make run` (its `report` stage fills it)"
+    assert block, "the README block is empty: run `make run` (its `embedded_page` stage fills it)"
     assert all(line in doc for line in block if line), "README block differs from docs/embedded-default.md"

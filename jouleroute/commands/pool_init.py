@@ -6,7 +6,7 @@ first stage `import` (the table -> queries + profile) in place of `replay`, ever
 ``DIR/artifacts/``, its MLflow store in ``mlruns/<name>/``, its headline and report in ``DIR``. Like a study's,
 its stages run at the repository root (``wdir``), and every path in both files is relative to the root. Then
 `jouleroute --params DIR/params.yaml repro` runs import -> validate -> router_data -> sft -> grpo -> budget ->
-evaluate -> study_report, and `jouleroute --params DIR/params.yaml serve` serves its champion
+evaluate -> study_page, and `jouleroute --params DIR/params.yaml serve` serves its champion
 (docs/your-own-pool.md).
 """
 

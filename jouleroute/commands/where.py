@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 
 from jouleroute.commands.ports import ui_port
-from jouleroute.evaluation.deployed_report import deployed_summary
+from jouleroute.evaluation.deployed_section import deployed_summary
 from jouleroute.evaluation.headline import headline_rows
 from jouleroute.stages import STAGES
 from jouleroute.stages.context import StageContext

@@ -15,8 +15,8 @@ from pathlib import Path
 from jouleroute.evaluation.config import EvaluateConfig
 from jouleroute.evaluation.formatting import fmt as _f
 from jouleroute.evaluation.cascade_section import cascade_lines, cascade_metrics, write_chain_files
-from jouleroute.evaluation.deployed_report import deployed_lines, deployed_metrics
-from jouleroute.evaluation.selection_report import query_energy_lines, selection_lines
+from jouleroute.evaluation.deployed_section import deployed_lines, deployed_metrics
+from jouleroute.evaluation.selection_section import query_energy_lines, selection_lines
 from jouleroute.evaluation.plots import (plot_accuracy_vs_energy, plot_lambda_star_by_task, plot_lambda_sweep,
                                         plot_routing_mix, safe_name)
 

@@ -1,6 +1,7 @@
 """Per-task accuracy of every candidate against chance, the oracle and published figures.
 
-Pure functions over a profile and its query table; the `report` stage (``jouleroute report``) renders them.
+Pure functions over a profile and its query table; the `embedded_page` stage (``jouleroute embedded_page``)
+renders them.
 Chance is what uniform guessing scores: 1/k on a k-way multiple-choice row, 0 on a free-form one.
 """
 

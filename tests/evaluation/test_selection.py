@@ -149,7 +149,7 @@ def test_the_champion_s_margin_has_a_paired_bootstrap_ci_and_a_tie_is_named(tmp_
     that never changes sign is a win, a noisy one whose interval contains 0 is reported as a tie, with the rule
     that picks the champion. where and the report say so in words."""
     from jouleroute.commands.where import champion_lines
-    from jouleroute.evaluation.selection_report import champion_ci_line
+    from jouleroute.evaluation.selection_section import champion_ci_line
     from jouleroute.evaluation.selection import margin_ci
 
     grid = {"0": 0.5, "2": 0.5}
@@ -220,7 +220,7 @@ def test_the_iso_accuracy_rule_deploys_the_contender_that_spends_least_at_the_be
     assert iso["tied_on_utility"] == ["mf", "knn"] and iso["margin_is_tie"] is True
     # the report and `where` say who is best on utility, that the champion is tied with it, and why it is deployed
     from jouleroute.commands.where import champion_lines
-    from jouleroute.evaluation.selection_report import selection_lines
+    from jouleroute.evaluation.selection_section import selection_lines
 
     assert iso["best_on_utility"]["name"] == "knn"
     gap = next(c for c in iso["contenders"] if c["name"] == "mf")

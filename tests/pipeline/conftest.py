@@ -81,7 +81,7 @@ def make_repo(root: Path, params: dict, items=("dvc.yaml", "jouleroute", "data/e
 @pytest.fixture(scope="session")
 def tiny_repo(tmp_path_factory, tiny_model) -> Path:
     """A git + DVC repository with the project's dvc.yaml, code and data, and tiny params."""
-    # README.md and data/model_cards.yaml: the `report` stage writes the README's generated block.
+    # README.md and data/model_cards.yaml: the `embedded_page` stage writes the README's generated block.
     params = tiny_params(tiny_model)
     # params.yaml's live GRPO: the tournament profiles half of each task's train queries, GRPO's rollouts run
     # the others. A 4th query on two tasks gives each a 2nd train query, left unprofiled (with 3 queries a task

@@ -22,7 +22,7 @@ from tests.pipeline.dvc_helpers import (STAGES, edit_params, evidence_checkpoint
 
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.integration]
 
-LOGGED = [s for s in STAGES if s != "report"]  # `report` only rewrites documents: no MLflow run (README "MLflow")
+LOGGED = [s for s in STAGES if s != "embedded_page"]  # it only rewrites documents: no MLflow run (README "MLflow")
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def scratch(reproduced, tiny_repo, tmp_path):
 
 def test_first_repro_runs_every_stage_and_writes_results(tiny_repo, reproduced):
     # (another test module may already have reproduced up to `validate` on this shared repository)
-    assert {"router_data", "sft", "grpo", "budget", "evaluate", "report"} <= reproduced
+    assert {"router_data", "sft", "grpo", "budget", "evaluate", "embedded_page"} <= reproduced
     assert run([str(BIN / "dvc"), "status"], tiny_repo).stdout.strip().endswith("Data and pipelines are up to date.")
     queries = pd.read_parquet(tiny_repo / "artifacts/prepare/queries.parquet")
     profile = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
@@ -103,9 +103,9 @@ def test_the_budget_curve_bills_the_pairs_and_reaches_the_report(tiny_repo, repr
     assert (tiny_repo / "docs/embedded-default-budget.png").stat().st_size > 5_000
 
 
-def test_study_report_is_generated_from_the_run(tiny_repo, reproduced):
-    """The report writer behind docs/replay-study.md, on this run's real evaluate + grpo outputs."""
-    run([str(BIN / "jouleroute"), "study_report"], tiny_repo)
+def test_study_page_is_generated_from_the_run(tiny_repo, reproduced):
+    """The page writer behind docs/replay-study.md, on this run's real evaluate + grpo outputs."""
+    run([str(BIN / "jouleroute"), "study_page"], tiny_repo)
     text = (tiny_repo / "docs/replay-study.md").read_text()
     report = json.loads((tiny_repo / "artifacts/evaluate/report.json").read_text())
     for name in report["singles"]:
@@ -294,11 +294,11 @@ def test_changing_one_candidate_reruns_only_that_candidate(scratch):
     tiny_repo = scratch
     before = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
     edit_params(tiny_repo, lambda p: p["pool"][0].update(max_new_tokens=4))
-    assert stale(tiny_repo) == {"tournament", "report"}  # `report` lists `pool` among its params
+    assert stale(tiny_repo) == {"tournament", "embedded_page"}  # `embedded_page` lists `pool` among its params
     done = run([str(BIN / "dvc"), "repro", "tournament"], tiny_repo)
     assert ran(done.stdout) == {"tournament"}  # prepare and models are untouched
     # everything that reads the profile
-    assert stale(tiny_repo) == {"validate", "router_data", "budget", "evaluate", "report"}
+    assert stale(tiny_repo) == {"validate", "router_data", "budget", "evaluate", "embedded_page"}
     after = pd.read_parquet(tiny_repo / "artifacts/tournament/profile.parquet")
     changed = set(after.loc[~after["run_id"].isin(set(before["run_id"])), "candidate_id"])
     assert changed == {"tiny-direct"}  # the other candidates' shards were reused
@@ -374,4 +374,4 @@ def test_the_default_remote_pushes_and_a_fresh_clone_pulls(scratch):
     # every output but the converted models (not cached: regenerated from the pinned packages) came back,
     # so the pulled clone recomputes nothing else
     rerun = run([str(BIN / "dvc"), "repro"], clone).stdout
-    assert ran(rerun) <= {"models"} and "Running stage 'report'" not in rerun, rerun
+    assert ran(rerun) <= {"models"} and "Running stage 'embedded_page'" not in rerun, rerun

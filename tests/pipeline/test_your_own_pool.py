@@ -3,7 +3,7 @@
 `jouleroute import --init pools/mine --table data/mine.csv` writes the pool's own params.yaml and dvc.yaml; the user
 points the router's base model at their model (here the tiny one) and runs `jouleroute --params pools/mine/params.yaml
 repro` (`dvc repro pools/mine/dvc.yaml` from the root): import -> validate -> router_data -> sft -> grpo -> budget ->
-evaluate -> study_report, then `dvc status pools/mine/dvc.yaml` is clean and `jouleroute where` shows its results.
+evaluate -> study_page, then `dvc status pools/mine/dvc.yaml` is clean and `jouleroute where` shows its results.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def test_the_recipe_from_an_outcome_table_to_its_own_pipeline(tmp_path, tiny_mod
 
     done = run([str(BIN / "jouleroute"), "--params", "pools/mine/params.yaml", "repro"], root)
     stages = list(read(root / "pools/mine/dvc.yaml"))
-    assert stages == ["import", "validate", "router_data", "sft", "grpo", "budget", "evaluate", "study_report"]
+    assert stages == ["import", "validate", "router_data", "sft", "grpo", "budget", "evaluate", "study_page"]
     assert all(f"Running stage 'pools/mine/dvc.yaml:{s}'" in done.stdout for s in stages), done.stdout
     assert "up to date" in run([str(BIN / "dvc"), "status", "pools/mine/dvc.yaml"], root).stdout
     headline = json.loads((root / "pools/mine/metrics.json").read_text())
