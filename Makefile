@@ -85,14 +85,18 @@ study-heldout: setup
 # built once); TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -m "not slow and not gpu" -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -m "not slow and not gpu" -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The fast tier alone (about 90 s on 2 cores): in-process unit tests on tiny data, no services.
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not gpu and not integration" -q -p no:cacheprovider
 
-test-all: setup
-	$(PY) -m pytest -m "not gpu" -q
+# The slow tier alone: the tests that run real packaged models (a GGUF conversion, the real embedder).
+test-slow: setup
+	$(PY) -m pytest -m "slow and not gpu" -q -p no:cacheprovider
+
+# Everything but the GPU tests: the default suite, then the slow tier (what .ci/run runs).
+test-all: test test-slow
 
 bench: setup
 	$(PY) benchmarks/bench_batching.py
