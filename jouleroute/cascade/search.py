@@ -118,7 +118,7 @@ def search(m: CascadeMatrix, best: str, token_bounds: Sequence[int | None] | Non
     units = [u for u in every if m.energy_j[:, list(u)].sum(axis=1).mean() < best_j - _EPS]
     pruned = ["+".join(m.candidates[c] for c in u) for u in every if u not in units]
     masks = np.array([sum(1 << c for c in u) for u in units], dtype=np.int64)
-    has_single = np.array([len(u) == 1 for u in units])
+    has_single = np.array([len(u) == 1 for u in units], dtype=bool)
     final_bits = (1 << np.arange(k)).astype(np.int64)
     final_c, final_e = m.correct, m.energy_j
     parts: list[tuple[np.ndarray, ...]] = [

@@ -111,3 +111,14 @@ def test_shuffling_test_outcomes_changes_no_chosen_chain():
     space2 = search(m2, best2)
     assert best2 == best
     assert [choose_chain(space2, m2, t).chain for t in TARGETS] == before
+
+
+def test_a_pool_whose_best_single_is_also_its_cheapest_leaves_only_the_singles():
+    """Every unit costs at least the best single: all are pruned, and the search still returns the singles (a
+    tiny pool, as the pipeline tests' tiny-model run has)."""
+    profile, queries = synthetic_pool(n=120, pool={"best": (0.9, 1.0), "dear": (0.5, 5.0), "dearer": (0.4, 9.0)},
+                                      seed=2)
+    m, best = _selection(profile, queries)
+    space = search(m, best, token_bounds=[None, 150])
+    choice = choose_chain(space, m, CascadeTarget(iso_accuracy=True), tolerance=0.01, samples=50)
+    assert best == "best" and choice.chain.name == "best" and choice.met_on_selection
