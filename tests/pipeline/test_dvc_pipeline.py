@@ -196,7 +196,8 @@ def test_the_router_is_registered_with_its_lambda_range_and_aiq(tiny_repo, repro
 def test_the_champion_is_chosen_on_val_registered_and_reported(tiny_repo, reproduced):
     """The evaluate stage picks the best (family, checkpoint) on val and registers it under the alias
     `champion` (issue 18, item 4); `jouleroute serve` builds it (tests/gateway/test_champion.py)."""
-    selection = json.loads((tiny_repo / "artifacts/evaluate/report.json").read_text())["selection"]
+    report = json.loads((tiny_repo / "artifacts/evaluate/report.json").read_text())
+    selection = report["selection"]
     assert {"lm/sft", "knn", "mlp", "mf"} <= {c["name"] for c in selection["contenders"]}
     # evaluate.champion_by: iso_accuracy (the default): among the contenders tied with the best mean val utility,
     # the lowest val iso-accuracy energy share (no val point at that accuracy: 100%)
@@ -204,8 +205,11 @@ def test_the_champion_is_chosen_on_val_registered_and_reported(tiny_repo, reprod
     tied = [c for c in selection["contenders"] if c["name"] in selection["tied_on_utility"]]
     assert max(c["val_utility"] for c in selection["contenders"]) in {c["val_utility"] for c in tied}
     share = lambda c: 1.0 if c["iso_share_val"] is None else c["iso_share_val"]  # noqa: E731
-    winner = next(c for c in selection["contenders"] if c["name"] == selection["winner"]["name"])
+    val_winner = selection.get("val_winner") or selection["winner"]  # the val contest's, before deployment
+    winner = next(c for c in selection["contenders"] if c["name"] == val_winner["name"])
     assert winner in tied and share(winner) == min(share(c) for c in tied)
+    # the champion saved and registered is the one deployed on selection data (evaluation/deployed_policy.py)
+    assert selection["winner"]["name"] == report["deployed"]["champion"]
     # kNN evidence in the LM router was tried on val: every weight with either energy estimate
     evidence = selection["knn_evidence"]
     assert len(evidence["val_utility"]) == 8 and "0/first" in evidence["val_utility"]
