@@ -94,7 +94,8 @@ def champion_scores(setup: EvaluateSetup, contest: Contest, selection: dict, ask
     if Path(model_dir).resolve() != Path(router.model_dir).resolve():  # the sft checkpoint won
         from jouleroute.routing.lm.router import LMRouter
 
-        router = LMRouter(Path(model_dir), cfg=setup.params.router)
+        meter = getattr(router, "meter", None)  # its own cost metered, as the other checkpoint's
+        router = LMRouter(Path(model_dir), cfg=setup.params.router, meter=meter)
     scores = router.score(asked, progress=setup.progress(len(asked), f"LM routing ({label})"))
     weight = (win.get("knn_evidence") or {}).get("weight")
     if weight and "knn" in contest.fitted:

@@ -107,8 +107,13 @@ def _overhead(setup: EvaluateSetup, contest: Contest, family: str, scores=None, 
         if asked is None:
             return 0.0
         scores = contest.fitted[family].score(asked)
+    measured = np.asarray(scores.overhead_energy_j, dtype=float)
+    if not measured.size or not np.isfinite(measured).all():  # scored without a meter: nothing to count or keep
+        logger.warning("%s: its own cost was not metered on the val queries; the deployment counts none for it",
+                       family)
+        return 0.0
     scores = stable_overhead(scores, contest.overhead_keys[family], setup.overhead_cache)
-    return float(np.mean(scores.overhead_energy_j)) if len(scores.overhead_energy_j) else 0.0
+    return float(np.mean(scores.overhead_energy_j))
 
 
 def _choices_in(candidates: list[str], query_ids: list[str], scores, lams: list[float]) -> np.ndarray:

@@ -214,3 +214,17 @@ def test_a_router_missing_the_target_deploys_the_single_that_meets_it():
                             [_sweep("r", half, np.ones((n, 2)), (m.correct[:, 0], m.energy_j[:, 0]))], m, 0.01, 50)
     assert not decided["contenders"][0]["met_on_selection"]
     assert decided["policy"] == "single" and decided["single"] == "big"
+
+
+def test_a_router_scored_without_a_meter_counts_no_own_cost_and_caches_nothing(tmp_path):
+    """An LM router loaded without a meter reports NaN overhead: the deployment counts none (a warning says so) and
+    never writes NaN into the overhead cache that later runs reuse."""
+    from types import SimpleNamespace
+
+    from jouleroute.evaluation.deployment import _overhead
+
+    setup = SimpleNamespace(params=SimpleNamespace(evaluate=SimpleNamespace(include_overhead=True)),
+                            overhead_cache=tmp_path / "overhead")
+    contest = SimpleNamespace(overhead_keys={"lm": {"router": "lm"}})
+    unmetered = SimpleNamespace(overhead_energy_j=[float("nan")] * 3, query_ids=["a", "b", "c"])
+    assert _overhead(setup, contest, "lm", unmetered) == 0.0 and not (tmp_path / "overhead").exists()
