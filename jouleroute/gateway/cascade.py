@@ -36,7 +36,6 @@ import time
 from collections import Counter as Tally
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator
 
 from prometheus_client import Counter
 from jouleroute.cascade.artifact import ChainArtifact
@@ -44,7 +43,7 @@ from jouleroute.cascade.chain import Chain
 from jouleroute.gateway.answers import extract_answer
 from jouleroute.gateway.auth import KeyStore
 from jouleroute.gateway.config import AUTO_MODEL, GatewayConfig
-from jouleroute.gateway.protocol import GatewayError, ParsedRequest, Receipt, body_chunks, completion_body, has_text
+from jouleroute.gateway.protocol import GatewayError, ParsedRequest, Receipt, completion_body, has_text
 from jouleroute.gateway.service import Gateway
 from jouleroute.gateway.upstreams import Answer, Stream, Upstream, UpstreamError
 
@@ -205,15 +204,7 @@ class CascadeGateway(Gateway):
     async def open_stream(self, request: ParsedRequest, order: list[str], receipt: Receipt) -> Stream:
         if not isinstance(receipt, CascadeReceipt):
             return await super().open_stream(request, order, receipt)
-        answer = await self.run(request, receipt)
-
-        async def chunks() -> AsyncIterator[dict]:
-            for chunk in body_chunks(answer.body, request.kind):
-                yield chunk
-
-        stream = Stream(chunks())
-        stream.answer = answer
-        return stream
+        return Stream.of(await self.run(request, receipt), request.kind)
 
     async def run(self, request: ParsedRequest, receipt: CascadeReceipt) -> Answer:
         """Ask the chain stage by stage; the accepted answer, with the receipt filled in."""

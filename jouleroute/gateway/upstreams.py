@@ -50,6 +50,17 @@ class Stream:
         self.chunks = chunks
         self.answer: Answer | None = None
 
+    @classmethod
+    def of(cls, answer: Answer, kind: str) -> "Stream":
+        """A whole answer streamed as one chunk, then its finish and usage chunks."""
+        async def chunks() -> AsyncIterator[dict]:
+            for chunk in body_chunks(answer.body, kind):
+                yield chunk
+
+        stream = cls(chunks())
+        stream.answer = answer
+        return stream
+
 
 class Upstream(ABC):
     candidate_id: str
@@ -131,15 +142,7 @@ class InProcessUpstream(Upstream):
 
     async def stream(self, request: ParsedRequest) -> Stream:
         # In-process generation is not incremental: the whole answer is the first chunk.
-        answer = await self.complete(request)
-
-        async def chunks() -> AsyncIterator[dict]:
-            for chunk in body_chunks(answer.body, request.kind):
-                yield chunk
-
-        stream = Stream(chunks())
-        stream.answer = answer
-        return stream
+        return Stream.of(await self.complete(request), request.kind)
 
     async def problem(self) -> str | None:
         return None if getattr(self.backend, "model", True) is not None else f"{self.where} is closed"
