@@ -46,7 +46,7 @@ AgreementKind = Literal["number", "math", "choice", "bbh"]
 
 # Tasks of imported pools that the benchmark registry does not declare: the kind their answers are compared by.
 EXTRA_TASK_KINDS: Mapping[str, AgreementKind | None] = {
-    "math_l5": "math",  # ZeroEval's MATH level 5, graded with the MATH grader (replay.public_pools)
+    "math_l5": "math",  # ZeroEval's MATH level 5, graded with the MATH grader (replay/pools/zeroeval_math.py)
     "winogrande": "choice",  # RouterBench: "A" or "B"
     "arc": "choice",
     "mbpp": None,  # code: no comparable answer

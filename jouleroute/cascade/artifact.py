@@ -6,7 +6,7 @@ Exactly these keys (an unknown or missing key is an error, so a typo never serve
       "stages": [["cand_a", "cand_b"], ["cand_c"]],   # candidate ids per stage, asked in order
       "max_output_tokens": 512,                        # int or null: a one-member non-final stage accepts
                                                        #   only an output shorter than this
-      "chosen_by": "above_best",                       # the target kind it was chosen for (target.py)
+      "chosen_by": "above_best",                       # the target's name (evaluate.cascade.targets)
       "selection": {...}                               # its figures on the selection queries (search.py)
     }
 

@@ -53,6 +53,13 @@ class CascadeTarget(StrictModel):
             return "energy_share"
         return "accuracy_floor" if self.accuracy_floor is not None else "above_best"
 
+    def describe(self) -> str:
+        """One phrase for report tables: ``≤ 90% of the best's energy``, ``accuracy ≥ 0.8``, ..."""
+        return {"iso_accuracy": "the best single's accuracy − tolerance",
+                "energy_share": f"≤ {self.value:.0%} of the best single's energy",
+                "accuracy_floor": f"accuracy ≥ {self.value:g}",
+                "above_best": f"above the best single by a paired CI clearing {self.value:g}"}[self.kind]
+
     @property
     def value(self) -> float:
         """The share, the floor or the margin (iso_accuracy: 0, the floor is the caller's best − tolerance)."""

@@ -3,11 +3,13 @@
 A cascade asks cheap models first and escalates when their answers disagree (jouleroute/cascade: agreement by
 each task's grader equivalence, the chain search, its scoring). For a profile that carries answers the evaluate
 stage searches the chains on the selection queries (train and val, every candidate answered), chooses one per
-target (``iso_accuracy``: the router's default, the best single's selection accuracy minus the tolerance;
-``above_best``: above the best single's accuracy by a paired interval on selection) and scores each once on
-test against the best single chosen on selection. The figure a user decides by: the most accurate chain at or
-below the best single's energy on selection, scored on test. A profile without answers says so in one line.
-Energy is the models' only (a cascade runs no router): joules summed over every model asked.
+target of ``evaluate.cascade.targets`` (cascade/config.py; by default ``iso_accuracy``, the router's default,
+and ``above_best``, above the best single's accuracy by a paired interval on selection; plus the deployed
+router's own target when it differs) and scores each once on test against the best single chosen on selection.
+Each target's rule is also scored out of fold on the selection data (cascade/crossfit.py), so the report shows
+how much of a chain's selection lead survives the choice. The figure a user decides by: the most accurate chain
+at or below the best single's energy on selection, scored on test. A profile without answers says so in one
+line. Energy is the models' only (a cascade runs no router): joules summed over every model asked.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import pandas as pd
 from jouleroute.atomic import atomic_write_text
 from jouleroute.cascade.artifact import ChainArtifact
 from jouleroute.cascade.chain import Chain, simulate
+from jouleroute.cascade.config import CascadeConfig
+from jouleroute.cascade.crossfit import crossfit_targets
 from jouleroute.cascade.matrix import answers_missing, cascade_matrix
-from jouleroute.cascade.score import decision_figure, score_chain
+from jouleroute.cascade.score import DECISION_TARGET, decision_figure, score_chain
 from jouleroute.cascade.search import choose_chain, pareto, pareto_points, search
 from jouleroute.cascade.target import CascadeTarget
 from jouleroute.evaluation.bootstrap import family_aiq
@@ -31,13 +35,14 @@ from jouleroute.evaluation.outcomes import ProfileMatrix
 
 logger = logging.getLogger(__name__)
 
-TARGETS = {"iso_accuracy": CascadeTarget(iso_accuracy=True), "above_best": CascadeTarget(above_best=0.0)}
-
+DECISION = " decision"  # the decision figure's key among the cross-fitted targets (no configured name has a space)
 
 def cascade_block(profile: pd.DataFrame, queries: pd.DataFrame, test: ProfileMatrix, energy_column: str,
-                  best_single: str | None, tolerance: float, samples: int, confidence: float, seed: int) -> dict:
-    """report.json's ``cascade``: the search on selection data, the chain per target scored on test, and the
-    decision figure; ``{"skipped": why}`` when the profile carries no comparable answers."""
+                  best_single: str | None, tolerance: float, samples: int, confidence: float, seed: int,
+                  cfg: CascadeConfig = CascadeConfig(), router_target: tuple[str, float] | None = None) -> dict:
+    """report.json's ``cascade``: the search on selection data, the chain per target scored on test (and its
+    rule out of fold on selection), and the decision figure; ``{"skipped": why}`` when the profile carries no
+    comparable answers. ``router_target``: the deployed router's (kind, value), chosen for too."""
     missing = answers_missing(profile)
     if missing:
         logger.info("%s", missing)
@@ -48,14 +53,19 @@ def cascade_block(profile: pd.DataFrame, queries: pd.DataFrame, test: ProfileMat
         return {"skipped": f"cascade skipped: {e}"}
     best_single = best_single or chosen_on.candidates[pick_singles(chosen_on.correct, chosen_on.energy_j, 0.0)[0]]
     selection, scored = cascade_matrix(profile, chosen_on), cascade_matrix(profile, test)
-    space = search(selection, best_single)
+    space = search(selection, best_single, max_stage_size=cfg.max_stage_size)
+    targets = cfg.with_router_target(*(router_target or (None, None)))
     out = {"best_single": best_single, "n_chains": int(space.accuracy.size), "search_seconds": space.seconds,
            "n_selection_queries": len(selection.query_ids), "pareto": pareto_points(space), "targets": {}}
-    for kind, target in TARGETS.items():
+    for name, target in targets.items():
         choice = choose_chain(space, selection, target, tolerance, samples, confidence, seed)
-        out["targets"][kind] = {"chain": choice.chain.name, "selection": choice.selection,
+        out["targets"][name] = {"chain": choice.chain.name, "selection": choice.selection,
                                 "test": score_chain(choice.chain, scored, best_single, samples, confidence, seed)}
+    checked = crossfit_targets(selection, targets | {DECISION: DECISION_TARGET}, cfg.cross_fit_folds, tolerance,
+                               samples, confidence, seed, cfg.max_stage_size)
     out["decision"] = decision_figure(space, selection, scored, samples, confidence, seed)
+    for name, figures in checked.items():
+        (out["decision"] if name == DECISION else out["targets"][name])["out_of_fold"] = figures
     out["test_frontier"], out["aiq"] = _frontier_on_test(space, scored)
     decided = out["decision"]["test"]
     logger.info("cascade: %d chains searched in %.1f s; the most accurate at or below the best single's energy on "
@@ -84,10 +94,10 @@ def write_chain_files(block: dict | None, folder: Path) -> None:
     if not block or "skipped" in block:
         atomic_write_text(folder / "SKIPPED.txt", ((block or {}).get("skipped") or "cascade off") + "\n")
         return
-    for kind, entry in block["targets"].items():
+    for name, entry in block["targets"].items():
         test = entry["test"]
         chain = Chain(tuple(tuple(s) for s in test["stages"]), test["max_output_tokens"])
-        ChainArtifact(chain, kind, entry["selection"]).write(folder / f"{kind}.json")
+        ChainArtifact(chain, name, entry["selection"]).write(folder / f"{name}.json")
 
 
 def _ci(ci, pct: bool = False) -> str:
@@ -105,16 +115,23 @@ def cascade_lines(block: dict | None, energy_source: str) -> list[str]:
         return lines + [block["skipped"].capitalize() + "."]
     decided = block["decision"]["test"]
     lines += [f"{block['n_chains']} chains searched on {block['n_selection_queries']} selection queries in "
-              f"{block['search_seconds']:.1f} s; each chosen chain scored once on test against the best single "
+              f"{block['search_seconds']:.2g} s; each chosen chain scored once on test against the best single "
               f"`{block['best_single']}` (energy **{energy_source}**, summed over every model asked; "
-              f"{decided['confidence']:.0%} paired-bootstrap intervals).", "",
-              "| chosen for | chain | meets it on selection | test accuracy − best [CI] | energy share of best [CI] "
-              "| stopped at each stage | verdict |", "|---|---|---|---:|---:|---|---|"]
-    rows = [(kind, entry["selection"], entry["test"]) for kind, entry in block["targets"].items()]
-    rows.append(("most accurate at ≤ the best single's energy", block["decision"]["selection"], decided))
-    for label, chosen, test in rows:
+              f"{decided['confidence']:.0%} paired-bootstrap intervals). *Out of fold*: the target's rule scored on "
+              "the selection queries by chains chosen without them (choose on k−1 folds, score on the held-out "
+              "one): how much of a chain's selection lead survives choosing it among thousands.", "",
+              "| chosen for | chain | meets it on selection | out of fold: accuracy − best [CI], energy share "
+              "| test accuracy − best [CI] | energy share of best [CI] | stopped at each stage | verdict |",
+              "|---|---|---|---|---:|---:|---|---|"]
+    rows = [(f"{name}: {_describe(entry['selection'])}", entry["selection"], entry["test"], entry.get("out_of_fold"))
+            for name, entry in block["targets"].items()]
+    rows.append(("most accurate at ≤ the best single's energy", block["decision"]["selection"], decided,
+                 block["decision"].get("out_of_fold")))
+    for label, chosen, test, oof in rows:
         stops = ", ".join(f"{100 * s:.0f}%" for s in test["stop_share"])
-        lines.append(f"| {label} | `{test['chain']}` | {'yes' if chosen['met_on_selection'] else 'no'} "
+        held = (f"{oof['accuracy_diff_vs_best']:+.3f}{_ci(oof.get('accuracy_diff_vs_best_ci'))}, "
+                f"{100 * oof['energy_share_of_best']:.0f}%" if oof else "")
+        lines.append(f"| {label} | `{test['chain']}` | {'yes' if chosen['met_on_selection'] else 'no'} | {held} "
                      f"| {test['accuracy_diff_vs_best']:+.3f}{_ci(test['accuracy_diff_vs_best_ci'])} "
                      f"| {100 * test['energy_share_of_best']:.0f}%{_ci(test['energy_share_of_best_ci'], True)} "
                      f"| {stops} | {test['verdict']} |")
@@ -131,6 +148,12 @@ def cascade_lines(block: dict | None, energy_source: str) -> list[str]:
     return lines
 
 
+def _describe(selection: dict) -> str:
+    target = selection["target"]
+    kind = target["kind"]
+    return CascadeTarget(**({kind: True} if kind == "iso_accuracy" else {kind: target["value"]})).describe()
+
+
 def cascade_metrics(block: dict) -> dict:
     """metrics.json's ``cascade``: the skip reason, or each chosen chain's test figures as scalars."""
     if "skipped" in block:
@@ -144,6 +167,13 @@ def cascade_metrics(block: dict) -> dict:
                 "energy_share_of_best": test["energy_share_of_best"], "share_ci_low": share_ci[0],
                 "share_ci_high": share_ci[1], "stop_share": test["stop_share"], "verdict": test["verdict"]}
 
+    def with_oof(entry: dict) -> dict:
+        oof = entry.get("out_of_fold") or {}
+        ci = oof.get("accuracy_diff_vs_best_ci") or (None, None)
+        return flat(entry["test"]) | ({"oof_accuracy_diff_vs_best": oof["accuracy_diff_vs_best"], "oof_ci_low": ci[0],
+                                       "oof_ci_high": ci[1], "oof_energy_share_of_best": oof["energy_share_of_best"]}
+                                      if oof else {})
+
     return {"best_single": block["best_single"], "n_chains": block["n_chains"], "aiq": block["aiq"],
-            "decision": flat(block["decision"]["test"]),
-            **{kind: flat(entry["test"]) for kind, entry in block["targets"].items()}}
+            "decision": with_oof(block["decision"]),
+            **{name: with_oof(entry) for name, entry in block["targets"].items()}}

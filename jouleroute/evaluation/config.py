@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from jouleroute.cascade.config import CascadeConfig
 from jouleroute.strict import StrictModel
 
 # inside the router's default trained grid (router_data.lambdas: 0..2); params validation checks it
@@ -50,8 +51,9 @@ class EvaluateConfig(StrictModel):
     champion_by: Literal["iso_accuracy", "utility"] = "iso_accuracy"
     include_overhead: bool = True  # headline energy/latency include the router's own measured overhead
     # cascades that read the answers (evaluation/cascade_section.py): searched on selection data and scored on
-    # test beside the routers when the profile carries answers
-    cascade: bool = True
+    # test beside the routers when the profile carries answers; the targets, the stage size and the out-of-fold
+    # check: jouleroute/cascade/config.py
+    cascade: CascadeConfig = Field(default_factory=CascadeConfig)
     # which energy column, and whether figures of several energy_source labels may be compared: params
     # `energy_policy` (one for every stage), handed to run_evaluate
     # A lambda curve whose total change is below this is reported as having no transition.

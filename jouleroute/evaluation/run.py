@@ -275,12 +275,14 @@ def run_evaluate(
         report["deployed"] = clean(deployed_block(matrix, run_of, deployment, VIEWS[report["headline_view"]],
                                                   cfg.noninferiority_margin, cfg.bootstrap_samples, cfg.confidence,
                                                   cfg.seed))
-    if cfg.cascade:
+    if cfg.cascade.enabled:
         from jouleroute.evaluation.cascade_section import cascade_block
 
         best = deployment["singles"]["best_single"]["candidate"] if deployment else None
+        router_target = (deployment["target"], deployment["floor_or_share"]) if deployment else None
         report["cascade"] = clean(cascade_block(profile, queries, matrix, energy.column, best, cfg.accuracy_tolerance,
-                                                cfg.bootstrap_samples, cfg.confidence, cfg.seed))
+                                                cfg.bootstrap_samples, cfg.confidence, cfg.seed, cfg.cascade,
+                                                router_target))
     metrics, paths = write_outputs(report, Path(out_dir), cfg)
     result = EvaluationResult(metrics=metrics, report=report, paths=paths)
     if run is not None:

@@ -57,3 +57,21 @@ def test_a_profile_without_answers_says_so_in_one_line(tmp_path):
     assert cascade_lines(block, "estimated")[-1].startswith("Cascade skipped")
     write_chain_files(block, tmp_path / "cascade")
     assert [p.name for p in (tmp_path / "cascade").iterdir()] == ["SKIPPED.txt"]
+
+
+def test_each_configured_target_and_the_router_s_own_get_a_chain_file_and_an_out_of_fold_check(tmp_path):
+    from jouleroute.cascade.config import CascadeConfig
+
+    profile, queries = _pool(n=450, seed=3)
+    test = build_matrix(profile, queries, "test", "energy_j")
+    cfg = CascadeConfig(targets={"nine_tenths": {"energy_share": 0.9}})
+    block = cascade_block(profile, queries, test, "energy_j", None, 0.01, 200, 0.95, 0, cfg, ("accuracy_floor", 0.95))
+    assert set(block["targets"]) == {"nine_tenths", "router_target"}
+    assert block["targets"]["router_target"]["selection"]["target"] == {"kind": "accuracy_floor", "value": 0.95}
+    for entry in block["targets"].values():  # the pair's lead is real: it survives out of fold
+        assert entry["out_of_fold"]["folds"] == 5 and entry["out_of_fold"]["accuracy_diff_vs_best"] > -0.02
+    text = "\n".join(cascade_lines(block, "estimated"))
+    assert "nine_tenths: ≤ 90% of the best single's energy" in text and "router_target: accuracy ≥ 0.95" in text
+    assert cascade_metrics(block)["nine_tenths"]["oof_energy_share_of_best"] < 0.9
+    write_chain_files(block, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nine_tenths.json", "router_target.json"]

@@ -93,6 +93,20 @@ def test_one_pass_serves_every_lambda_and_cheaper_choices_follow_larger_lambda(u
     assert energy[2.0] != energy[0.0] or set(energy[0.0]) == {1.0}
 
 
+def test_scores_taken_without_a_meter_are_not_reused_once_one_is_attached(untrained_dir):
+    # the deployment scores val unmetered (per-query energy), then meters the champion's own cost on the same
+    # queries: the memo must not hand back the NaN joules of the unmetered pass
+    router = LMRouter(untrained_dir)
+    frame = queries(6)
+    unmetered = router.score(frame)
+    assert all(math.isnan(e) for e in unmetered.overhead_energy_j)
+    router.meter = FixedPowerMeter(5.0)
+    metered = router.score(frame)
+    assert metered is not unmetered and metered.overhead_energy_source == "modelled"
+    assert all(math.isfinite(e) and e >= 0 for e in metered.overhead_energy_j)
+    assert router.score(frame) is metered  # and with the meter still attached, the memo serves again
+
+
 def test_decide_breaks_ties_toward_cheaper_candidates():
     def scores(energy):
         return Scores(["q"], ["a", "b", "c"], np.array([[1.0, 1.0, 0.0]]), np.array(energy), np.array(energy), scale=10.0)

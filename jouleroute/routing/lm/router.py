@@ -75,7 +75,7 @@ class LMRouter(Router):
         self.label_ids = label_token_ids(self.tokenizer, self.spec.labels, self.spec.candidates)
         self.prefix = self._shared_prefix()
         self.default_lam = self.cfg.lam
-        self._last: tuple[tuple[str, ...], Scores] | None = None
+        self._last: tuple[tuple[tuple[str, ...], bool], Scores] | None = None
         if meter is None:
             log.warning("LMRouter has no meter: its overhead energy is reported as NaN (source 'none')")
 
@@ -113,9 +113,12 @@ class LMRouter(Router):
 
     def score(self, queries: pd.DataFrame, progress=None) -> Scores:
         """Label logits of every query as merit (one forward pass each, batched), cost = the task's
-        normalized TRAIN energy, scale = the spec's logits per unit of utility. The last batch is memoized."""
+        normalized TRAIN energy, scale = the spec's logits per unit of utility. The last batch is memoized, keyed
+        on the queries and on whether a meter is attached: scores taken unmetered never stand in for metered ones
+        (the deployment meters the router's own cost on val after val was scored without a meter)."""
         ids = tuple(str(q) for q in queries["query_id"])
-        if self._last is not None and self._last[0] == ids:
+        key = (ids, self.meter is not None)
+        if self._last is not None and self._last[0] == key:
             return self._last[1]
         prompts = self.prompts(queries)
         n, size = len(prompts), self.cfg.batch_size
@@ -142,7 +145,7 @@ class LMRouter(Router):
             energy_j=np.array([self.spec.energy_j_row(t) for t in tasks]).reshape(n, width),
             scale=self.spec.utility_scale, overhead_latency_s=latency, overhead_energy_j=energy,
             overhead_energy_source=self.meter.source if self.meter else "none")
-        self._last = (ids, result)
+        self._last = (key, result)
         return result
 
     def route(self, queries: pd.DataFrame, lam: float | None = None) -> RoutingDecisions:
