@@ -15,6 +15,7 @@ line. Energy is the models' only (a cascade runs no router): joules summed over 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,7 @@ def cascade_block(profile: pd.DataFrame, queries: pd.DataFrame, test: ProfileMat
     """report.json's ``cascade``: the search on selection data, the chain per target scored on test (and its
     rule out of fold on selection), and the decision figure; ``{"skipped": why}`` when the profile carries no
     comparable answers. ``router_target``: the deployed router's (kind, value), chosen for too."""
+    started = time.perf_counter()
     missing = answers_missing(profile)
     if missing:
         logger.info("%s", missing)
@@ -67,6 +69,7 @@ def cascade_block(profile: pd.DataFrame, queries: pd.DataFrame, test: ProfileMat
     for name, figures in checked.items():
         (out["decision"] if name == DECISION else out["targets"][name])["out_of_fold"] = figures
     out["test_frontier"], out["aiq"] = _frontier_on_test(space, scored)
+    out["seconds"] = time.perf_counter() - started  # the whole section: search, choices, out-of-fold, test
     decided = out["decision"]["test"]
     logger.info("cascade: %d chains searched in %.1f s; the most accurate at or below the best single's energy on "
                 "selection, %s, scores %+.3f vs the best single on test (%s)", out["n_chains"], space.seconds,
@@ -115,7 +118,7 @@ def cascade_lines(block: dict | None, energy_source: str) -> list[str]:
         return lines + [block["skipped"].capitalize() + "."]
     decided = block["decision"]["test"]
     lines += [f"{block['n_chains']} chains searched on {block['n_selection_queries']} selection queries in "
-              f"{block['search_seconds']:.2g} s; each chosen chain scored once on test against the best single "
+              f"{block['search_seconds']:.2g} s ({block['seconds']:.2g} s for this whole section); each chosen chain scored once on test against the best single "
               f"`{block['best_single']}` (energy **{energy_source}**, summed over every model asked; "
               f"{decided['confidence']:.0%} paired-bootstrap intervals). *Out of fold*: the target's rule scored on "
               "the selection queries by chains chosen without them (choose on k−1 folds, score on the held-out "
