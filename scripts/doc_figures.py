@@ -15,6 +15,8 @@ markers; this script rewrites what lies between them from where the figure comes
     router-families docs/baselines.md  the family table and the `baselines` section's defaults, from the registry
     savings       README.md           the deployed point on every pool against the best and the reference single,
                                       from each pipeline's evaluate metrics (`make run`, `make study`, the presets)
+    cascades      README.md           the cascade chosen for each target on every pool, out of fold on selection
+                                      and on test against the best single, from the same evaluate metrics
     phase-across-pools README.md      λ* per task of every pool, one figure (docs/phase-across-pools.png), from
                                       each pipeline's evaluate metrics
     data-inventory docs/data.md       every dataset the project reads, from data/manifest.yaml and git ls-files
@@ -38,7 +40,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
 from figure_sources import ROOT, SourceMissing, need  # noqa: E402
-from pool_figures import phase_across_pools, savings  # noqa: E402
+from pool_figures import cascades, phase_across_pools, savings  # noqa: E402
 
 
 def stages() -> str:
@@ -309,6 +311,7 @@ def data_inventory() -> str:
 BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "data-inventory": ("docs/data.md", data_inventory),
     "savings": ("README.md", savings),
+    "cascades": ("README.md", cascades),
     "phase-across-pools": ("README.md", phase_across_pools),
     "stages": ("README.md", stages),
     "lambda-reruns": ("README.md", lambda_reruns),

@@ -38,6 +38,32 @@ def savings() -> str:
     return "\n".join(rows)
 
 
+def cascades() -> str:
+    """One row per pipeline and cascade target (issue 42): the chain chosen on selection, its rule's out-of-fold
+    figures on selection, and its test figures against the best single, from each evaluate metrics.json."""
+    rows = ["| pool | chosen for | chain | out of fold on selection: accuracy − best [95% CI], energy share "
+            "| test accuracy − best [95% CI] | test energy share of best [95% CI] | verdict |",
+            "|---|---|---|---|---|---|---|"]
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"  # noqa: E731
+    for pool, metrics in _evaluated_pipelines():
+        label = "embedded default (`make run`)" if pool == "embedded" else f"`{pool}`"
+        block = metrics.get("cascade") or {"skipped": "cascade off"}
+        if "skipped" in block:
+            rows.append(f"| {label} | | {block['skipped']} | | | | |")
+            continue
+        for name in [n for n in block if isinstance(block[n], dict) and "chain" in block[n]]:
+            c = block[name]
+            oof = "" if c.get("oof_accuracy_diff_vs_best") is None else (
+                f"{c['oof_accuracy_diff_vs_best']:+.3f} [{c['oof_ci_low']:+.3f}, {c['oof_ci_high']:+.3f}], "
+                f"{pct(c['oof_energy_share_of_best'])}")
+            ci = "" if c["ci_low"] is None else f" [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"
+            share_ci = "" if c["share_ci_low"] is None else f" [{pct(c['share_ci_low'])}, {pct(c['share_ci_high'])}]"
+            chosen = "most accurate at ≤ the best's energy" if name == "decision" else name
+            rows.append(f"| {label} | {chosen} | `{c['chain']}` | {oof} | {c['accuracy_diff_vs_best']:+.3f}{ci} "
+                        f"| {pct(c['energy_share_of_best'])}{share_ci} | {c['verdict']} |")
+    return "\n".join(rows)
+
+
 def _served(dep: dict) -> str:
     """What is deployed: the champion at its λ, or the single model when routing did not pay on selection."""
     if dep.get("policy") == "single":
