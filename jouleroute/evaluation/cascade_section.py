@@ -118,7 +118,7 @@ def cascade_lines(block: dict | None, energy_source: str) -> list[str]:
         return lines + [block["skipped"].capitalize() + "."]
     decided = block["decision"]["test"]
     lines += [f"{block['n_chains']} chains searched on {block['n_selection_queries']} selection queries in "
-              f"{block['search_seconds']:.2g} s ({block['seconds']:.2g} s for this whole section); each chosen chain scored once on test against the best single "
+              f"{_seconds(block['search_seconds'])} ({_seconds(block['seconds'])} for this whole section); each chosen chain scored once on test against the best single "
               f"`{block['best_single']}` (energy **{energy_source}**, summed over every model asked; "
               f"{decided['confidence']:.0%} paired-bootstrap intervals). *Out of fold*: the target's rule scored on "
               "the selection queries by chains chosen without them (choose on k−1 folds, score on the held-out "
@@ -149,6 +149,10 @@ def cascade_lines(block: dict | None, energy_source: str) -> list[str]:
                    f"(the most accurate at or below its energy: {decided['accuracy_diff_vs_best']:+.3f}"
                    f"{_ci(decided['accuracy_diff_vs_best_ci'])}, a {decided['verdict']}).")]
     return lines
+
+
+def _seconds(value: float) -> str:
+    return "< 0.01 s" if value < 0.01 else f"{value:.2f} s" if value < 10 else f"{value:.0f} s"
 
 
 def _describe(selection: dict) -> str:
