@@ -127,3 +127,10 @@ prefect-server-stop: setup
 
 clean:
 	rm -rf artifacts mlruns .dvc/cache dvc.lock studies/*/artifacts
+
+# The LM router as a cascade's verifier (docs/cascade-verifier.md): on the zeroeval-math study's artifacts (make study STUDY=zeroeval-math first).
+verifier-study: setup
+	$(PY) scripts/verifier_study.py run --study-dir studies/zeroeval-math --models-dir artifacts/models
+	$(PY) scripts/verifier_study.py run --study-dir studies/zeroeval-math --models-dir artifacts/models --label-policy utility \
+	  --work artifacts/cascade_verifier-utility --out benchmarks/results/cascade_verifier-zeroeval-math-utility.json
+	$(PY) scripts/verifier_study.py page --variant benchmarks/results/cascade_verifier-zeroeval-math-utility.json
