@@ -26,7 +26,7 @@ export PIP_PROGRESS_BAR := off
 export PIP_NO_WARN_SCRIPT_LOCATION := 1
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run study study-heldout test test-all bench ui-mlflow ui-prefect prefect-server prefect-server-stop clean test-fast browser
+.PHONY: setup run study study-heldout test test-all bench ui-mlflow ui-prefect prefect-server prefect-server-stop clean test-fast browser verifier-study
 
 # (Re)install when pyproject.toml changes. torch==2.13.0 goes first: it is the CPU
 # wheel on disk, and anything that depends on torch would otherwise pull a CUDA build.
