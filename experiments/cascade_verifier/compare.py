@@ -21,6 +21,7 @@ import numpy as np
 
 from jouleroute.cascade.chain import Chain, simulate
 from jouleroute.cascade.matrix import CascadeMatrix
+from jouleroute.cascade.score import verdict
 from jouleroute.stats import percentile_interval, resample_index
 
 
@@ -125,6 +126,6 @@ def compare_on_test(test: CascadeMatrix, agreement: Chain, first: str, final: st
     for name, values_ in derived.items():
         out[name] = float(values_[0])
         out[f"{name}_ci"] = percentile_interval(values_[1:], confidence) if samples > 0 else None
-    ci = out["accuracy_diff_verifier_minus_agreement_ci"]
-    out["verdict"] = "untested" if ci is None else "win" if ci[0] > 0 else "loss" if ci[1] < 0 else "tie"
+    read = verdict(out["accuracy_diff_verifier_minus_agreement_ci"])  # the cascade's own reading of an interval
+    out["verdict"] = {"above": "win", "below": "loss"}.get(read, read)
     return out
