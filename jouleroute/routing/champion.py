@@ -2,7 +2,8 @@
 
 ``<evaluate_dir>/champion/`` holds
 
-- ``champion.json``: the family and checkpoint, the deployed λ (params ``router.lam`` when evaluate ran),
+- ``champion.json``: the family and checkpoint, the deployed λ (chosen on selection data for ``router.target``,
+  evaluation/deployed.py; ``router.lam`` is not it),
   the λ range it may be asked at, an LM router's checkpoint folder and kNN evidence, the encoder config of
   a learned baseline, and the evaluate run that chose it;
 - ``router.pkl``: a learned baseline as evaluate fitted it (its encoder and meter detached: whoever loads

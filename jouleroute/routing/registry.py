@@ -86,7 +86,8 @@ def build_router(
 
     ``energy`` (params ``energy_policy``): the profile column the learned ones and the oracle read, and
     the norm that scales the learned ones' predicted joules. ``lam``: the λ of ``route`` when it is given
-    none (the deployed one, params ``router.lam``; evaluation decides at every λ of its sweep).
+    none (params ``router.lam``, the reference λ; evaluation decides at every λ of its sweep, and the deployed λ is
+    chosen on selection data for ``router.target``).
     """
     family, _, argument = name.partition(":")
     if family not in router_families():

@@ -25,7 +25,7 @@ import numpy as np
 from jouleroute.energy.config import ENERGY_NORMS, EnergyNorm  # noqa: F401  (the names, defined once there)
 
 _LOG_FLOOR_J = 1e-9  # keeps ln() finite for a zero-energy answer (e.g. a cached one)
-DEFAULT_LAM = 0.5  # the deployed energy weight when params set none: router.lam's default, and route()'s
+DEFAULT_LAM = 0.5  # router.lam's default (the reference λ, not the deployed one) and route()'s
 TIE_TOLERANCE = 1e-9  # values this close to the best are ties (float noise such as 1 − 0.1·x)
 
 

@@ -33,7 +33,9 @@ class BaselinesConfig(StrictModel):
     """Baseline routers for evaluation: which families run, and how the learned ones train.
 
     The learned routers decide ``p_correct - λ * normalized_energy``; evaluation sweeps λ through
-    ``Scores.decide`` without retraining, and the deployed λ is ``router.lam``, whichever family is champion.
+    ``Scores.decide`` without retraining. The deployed λ is chosen on selection data for ``router.target``, whichever
+    family is champion; ``router.lam`` is only the reference λ (the default of ``route``, and where a router
+    named in ``gateway.router`` is served).
     """
 
     # every registered family by default ("always" expands to one "always:<candidate_id>" per candidate)

@@ -20,7 +20,10 @@ class RouterConfig(StrictModel):
     """Inference with a trained router (jouleroute.routing.lm.router.LMRouter)."""
 
     batch_size: int = Field(default=16, ge=1)
-    lam: float = Field(default=DEFAULT_LAM, ge=0)  # the deployed energy weight (route() given none), every family's
+    # the reference λ: route()'s default, where a router named in gateway.router is served, where the page and
+    # `jouleroute where` quote a swept family, and the LM mix the random rule copies. The deployed λ is not this
+    # one: evaluate chooses it on selection data for `target` (evaluation/deployed.py)
+    lam: float = Field(default=DEFAULT_LAM, ge=0)
     # a target instead of a λ: {energy_share: 0.5} (of the best single model's energy) or {accuracy_floor: 0.8};
     # evaluate chooses the λ that meets it on val and shows how test met it (routing/target.py)
     target: RouterTarget | None = None
