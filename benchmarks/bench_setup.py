@@ -45,15 +45,15 @@ class LoadSampler(threading.Thread):
 
     def __init__(self, every_s: float = 15.0):
         super().__init__(daemon=True)
-        self.every_s, self.samples, self._stop = every_s, [], threading.Event()
+        self.every_s, self.samples, self._halt = every_s, [], threading.Event()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             self.samples.append(round(os.getloadavg()[0], 2))
-            self._stop.wait(self.every_s)
+            self._halt.wait(self.every_s)
 
     def stop(self) -> dict:
-        self._stop.set()
+        self._halt.set()
         self.join()
         s = self.samples or [round(os.getloadavg()[0], 2)]
         return {"mean": round(sum(s) / len(s), 2), "max": max(s), "samples": len(s), "every_s": self.every_s}
