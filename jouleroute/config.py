@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -16,7 +17,7 @@ from jouleroute.paths import PathsConfig
 from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.replay.config import ImportConfig, PublicPoolConfig, ReplayConfig
 from jouleroute.routing.baselines.config import BaselinesConfig
-from jouleroute.strict import StrictModel
+from jouleroute.strict import STRICT_CONTEXT, StrictModel
 from jouleroute.tournament.config import TournamentConfig
 from jouleroute.routing.lm.config import RouterConfig
 from jouleroute.training.config import BudgetConfig, GrpoConfig, RouterDataConfig, SftConfig
@@ -120,6 +121,20 @@ class Params(StrictModel):
                                  f"(router_data.lambdas); widen router_data.lambdas or narrow {name}")
         return self
 
+    @model_validator(mode="after")
+    def _no_split_read_twice(self) -> "Params":
+        """Routers are fitted on train, the champion and its λ chosen on selection data (train and val), and the
+        result scored once on test: a setting that lets a fit or a choice read the split it is scored on is refused."""
+        split = self.evaluate.split
+        if split != "test":
+            role = "the routers are fitted on" if split == "train" else "the champion and its λ are chosen on"
+            raise ValueError(f"evaluate.split: '{split}' is a split {role}, so its scores would not be held out; "
+                             "routers are scored on test only: set evaluate.split: test")
+        if self.baselines.train_split == split:
+            raise ValueError(f"baselines.train_split: '{split}' is the split the routers are scored on "
+                             "(evaluate.split); fit them on train")
+        return self
+
     @property
     def candidate_ids(self) -> list[str]:
         return [c.candidate_id for c in self.pool]
@@ -168,19 +183,22 @@ def load_params(path: str | Path = "params.yaml") -> Params:
 
 def _validated(path: Path) -> Params:
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.safe_load(path.read_text())
     except FileNotFoundError as exc:
         raise ParamsError(f"{path}: not found (run from the repository root, or pass --params)") from exc
     except yaml.YAMLError as exc:
         raise ParamsError(f"{path}: not valid YAML: {exc}") from exc
+    if raw is None or raw == {}:  # every section has defaults, but an empty file is a mistake, not a choice
+        raise ParamsError(f"{path}: the file is empty; a params file holds the pipeline's sections (start from a "
+                          "copy of params.yaml)")
     if not isinstance(raw, dict):
         raise ParamsError(f"{path}: the top level must be a mapping of sections")
     moved = moved_keys(raw)
     if moved:
         raise ParamsError(f"{path}: {'; '.join(moved)} (one place for each: the energy policy of every stage, "
                           "docs/energy.md; the deployed λ of every router family): move the value there")
-    try:
-        return Params.model_validate(raw)
+    try:  # strict JSON types (strict.py): YAML's "7" is no int, "yes" no bool; an int is still a float
+        return Params.model_validate_json(json.dumps(raw, default=str), strict=True, context=STRICT_CONTEXT)
     except ValidationError as exc:
         problems = []
         suggested = set()  # a misspelled key also leaves its right name missing: say it once, as the typo
@@ -194,7 +212,9 @@ def _validated(path: Path) -> Params:
         for err in exc.errors():
             if err["type"] != "extra_forbidden" and not (err["type"] == "missing" and tuple(err["loc"]) in suggested):
                 problems.append(f"  - {problem_line(err)}")
-        raise ParamsError("\n".join([f"{path}: {len(problems)} problem(s)", *problems])) from None
+        if len(problems) == 1:  # one line, as every expected error is
+            raise ParamsError(f"{path}: {problems[0].removeprefix('  - ')}") from None
+        raise ParamsError("\n".join([f"{path}: {len(problems)} problems", *problems])) from None
 
 
 def problem_line(err: dict) -> str:

@@ -84,7 +84,7 @@ def test_a_served_router_base_model_and_loglik_over_http_are_one_line_each(tmp_p
     path.write_text(yaml.safe_dump(raw))
     done = check(path, capsys)
     assert done.returncode == 1 and "pool.0.answer_style: 'loglik' needs backend.kind 'transformers'" in done.stderr
-    assert "{" not in done.stderr and len(done.stderr.splitlines()) == 2  # the advice, never the params dict
+    assert "{" not in done.stderr and len(done.stderr.splitlines()) == 1  # the advice in one line, never the params dict
 
 
 def test_requests_to_one_server_share_its_limit_and_other_servers_have_their_own():

@@ -7,12 +7,13 @@ section is accepted, and checked, without an edit here.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_origin
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_serializer, model_validator
+from pydantic import (Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_serializer,
+                      model_validator)
 
 from jouleroute.routing.families import family_names, router_families
-from jouleroute.strict import StrictModel
+from jouleroute.strict import StrictModel, validate_as_parent
 
 
 class EmbeddingConfig(StrictModel):
@@ -70,7 +71,7 @@ class BaselinesConfig(StrictModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _family_sections(cls, data: Any, handler):
+    def _family_sections(cls, data: Any, handler, info: ValidationInfo):
         if not isinstance(data, dict):
             return handler(data)
         data, sections, errors = dict(data), {}, []
@@ -78,10 +79,14 @@ class BaselinesConfig(StrictModel):
             if family.config is None or name in cls.model_fields:
                 continue
             try:
-                sections[name] = family.config.model_validate(data.pop(name, {}))
+                sections[name] = validate_as_parent(family.config, data.pop(name, {}), info)  # strict from a file
             except ValidationError as exc:  # re-raised below with the section in the location
                 errors += [{key: value for key, value in err.items() if key in ("type", "input", "ctx")}
                            | {"loc": (name, *err["loc"])} for err in exc.errors()]
+        if (info.context or {}).get("strict"):  # handler() gets Python values: a file's list is a tuple field's
+            data = {k: tuple(v) if isinstance(v, list) and get_origin(getattr(cls.model_fields.get(k), "annotation",
+                                                                               None)) is tuple else v
+                    for k, v in data.items()}
         model = handler(data)  # unknown keys (not a family's section) fail here, as anywhere in params
         if errors:
             raise ValidationError.from_exception_data(cls.__name__, errors)
