@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
     {"backends"},  # how a model is asked
     {"benchmarks"},  # the benchmark tasks: loaders, prompts, extraction, grading
     {"cascade"},  # cascades that read the answers: agreement by the graders, chains, their search and scoring
-    {"tournament", "validation", "replay", "training", "evaluation", "gateway"},  # one package per concern
+    {"tournament", "validation", "replay", "training", "evaluation", "gateway", "labels"},  # one package per concern
     {"config"},  # the typed params file: every package's config, under one root
     {"stages"},  # one module per dvc.yaml stage: params -> library -> outputs + MLflow
     {"commands"},  # the commands that are not stages
