@@ -19,7 +19,7 @@ from jouleroute.replay.config import ImportConfig, PublicPoolConfig, ReplayConfi
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.strict import STRICT_CONTEXT, StrictModel
 from jouleroute.tournament.config import TournamentConfig
-from jouleroute.routing.lm.config import RouterConfig
+from jouleroute.policy.router_section import RouterSection
 from jouleroute.training.config import BudgetConfig, GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.validation.config import ValidateConfig
 
@@ -46,7 +46,7 @@ class Params(StrictModel):
     sft: SftConfig = Field(default_factory=SftConfig)
     grpo: GrpoConfig = Field(default_factory=GrpoConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)  # the budget curve (stage `budget`)
-    router: RouterConfig = Field(default_factory=RouterConfig)
+    router: RouterSection = Field(default_factory=RouterSection)
     baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)

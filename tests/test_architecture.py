@@ -22,12 +22,13 @@ LIB = REPO / "jouleroute"
 # Lowest first. A unit is a top-level module or package of jouleroute/.
 LAYERS: list[set[str]] = [
     {"strict"},  # the strict base model every config class derives from
-    {"atomic", "schema", "paths", "pool", "provenance", "offline", "sampling", "stats", "torch_env"},  # shared contracts and small helpers
+    {"atomic", "best_single", "schema", "paths", "pool", "provenance", "offline", "sampling", "stats", "torch_env"},  # shared contracts and small helpers
     {"energy", "models", "tracking", "datastore"},  # meters; the GGUF conversion; the MLflow store; the data root
     {"routing"},  # routers: score queries, decide at λ (knows no backend)
     {"backends"},  # how a model is asked
     {"benchmarks"},  # the benchmark tasks: loaders, prompts, extraction, grading
-    {"cascade"},  # cascades that read the answers: agreement by the graders, chains, their search and scoring
+    {"cascade"},  # cascades that read the answers: agreement by the graders, chains, their search
+    {"policy"},  # what a user deploys: the one target, best-single rule, target rule and paired comparison
     {"tournament", "validation", "replay", "training", "evaluation", "gateway", "labels"},  # one package per concern
     {"config"},  # the typed params file: every package's config, under one root
     {"stages"},  # one module per dvc.yaml stage: params -> library -> outputs + MLflow

@@ -18,7 +18,8 @@ import numpy as np
 
 from jouleroute.cascade.chain import Chain, simulate
 from jouleroute.cascade.matrix import CascadeMatrix
-from jouleroute.evaluation.deployed import pick_singles
+from jouleroute.best_single import best_single
+from jouleroute.policy.singles import best_column
 
 from experiments.cascade_verifier.config import VerifierConfig
 
@@ -32,28 +33,25 @@ class Stages:
     selection: dict  # each choice's selection figures
 
 
-def _rank(accuracy: float, joules: float, name: str) -> tuple:
-    return (-round(accuracy, 12), joules, name)
-
-
 def choose_stages(selection: CascadeMatrix, cfg: VerifierConfig) -> Stages:
     """The choices above on the selection matrix (train + val queries every candidate answered)."""
     acc, joules = selection.correct.mean(axis=0), selection.energy_j.mean(axis=0)
     figures = {c: {"accuracy": float(a), "j_per_query": float(j)} for c, a, j in zip(selection.candidates, acc, joules)}
-    final = cfg.final or selection.candidates[pick_singles(selection.correct, selection.energy_j, 0.0)[0]]
+    final = cfg.final or selection.candidates[best_column(selection.correct, selection.energy_j)]
     bound = cfg.cheap_share * figures[selection.candidates[selection.column(final)]]["j_per_query"]
     cheap = tuple(c for c in selection.candidates if c != final and figures[c]["j_per_query"] <= bound)
     if cfg.first is None and not cheap:
         raise ValueError(f"no candidate costs at most {cfg.cheap_share:g} x {final}'s J/query on selection; "
                          "raise cheap_share or name `first`")
-    first = cfg.first or min(cheap, key=lambda c: _rank(figures[c]["accuracy"], figures[c]["j_per_query"], c))
+    first = cfg.first or cheap[best_single([figures[c]["accuracy"] for c in cheap],
+                                               [figures[c]["j_per_query"] for c in cheap])]
     if first == final:
         raise ValueError(f"first and final are both {final!r}: a verifier needs two models")
     pairs = [Chain(((a, b), (final,))) for a, b in itertools.combinations(cheap, 2)]
     if not pairs:
         raise ValueError(f"the agreement chain needs two cheap candidates; cheap on selection: {list(cheap)}")
     scored = [(chain, simulate(chain, selection)) for chain in pairs]
-    chain, outcome = min(scored, key=lambda t: _rank(t[1].accuracy, t[1].j_per_query, t[0].name))
+    chain, outcome = scored[best_single([o.accuracy for _, o in scored], [o.j_per_query for _, o in scored])]
     best_j = figures[final]["j_per_query"]
     return Stages(first, final, cheap, chain, {
         "n_queries": len(selection.query_ids), "singles": figures, "cheap_share": cfg.cheap_share,

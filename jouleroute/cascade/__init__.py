@@ -8,10 +8,8 @@ math-verify import):
 - ``matrix``: a split's outcomes plus each candidate's answer agreement and output length: ``cascade_matrix``,
   ``answers_missing``;
 - ``chain``: a ``Chain`` of stages and ``simulate`` (per-query correctness, joules of every call, latency, stop);
-- ``target`` / ``search``: ``CascadeTarget``; the family of chains scored on selection data (``search``), one
-  chosen per target (``choose_chain``), the frontier (``pareto_points``);
-- ``config``: ``evaluate.cascade`` (the targets by name, the stage size, the out-of-fold check);
-- ``crossfit``: each target's rule scored out of fold on the selection data (``crossfit_targets``);
-- ``score``: the chosen chain once on test against the best single (``score_chain``, ``decision_figure``);
+- ``search``: the family of chains scored on selection data (``search``) and its frontier (``pareto``,
+  ``pareto_points``). Choosing a chain per target, checking the rule out of fold and scoring it on test are the
+  policy layer's (jouleroute/policy/cascade_choice.py), by the rules every kind of policy shares;
 - ``artifact``: the chain file the gateway serves (``ChainArtifact``).
 """

@@ -15,9 +15,10 @@ every (second unit, final) at once: O(B·U²·Q·K) multiply-adds, ~10⁹ for K 
 core; the agreement bits, ``agreement.agreement_bits``, are computed once before). The chosen chain is then
 simulated (``chain.simulate``) for its figures.
 
-**The choice** (``choose_chain``) follows ``target.CascadeTarget``; ``pareto`` gives the selection frontier
-(accuracy against J/query) for plots. The best single (the caller's: ``evaluation.deployed``'s best single on the
-same selection queries) is the yardstick of every share and difference. Nothing here reads a test outcome.
+**The choice** of a chain per target is the policy layer's (policy/cascade_choice.py, by the one rule that meets
+a target); ``pareto`` gives the selection frontier (accuracy against J/query) for plots and for ``above_best``.
+The best single (the caller's, policy/singles.py, on the same selection queries) is the yardstick of every share
+and difference. Nothing here reads a test outcome.
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ import numpy as np
 
 from jouleroute.cascade.chain import Chain, simulate, single_accepts, stage_answer
 from jouleroute.cascade.matrix import CascadeMatrix
-from jouleroute.cascade.target import CascadeTarget
-from jouleroute.stats import percentile_interval, resample_index
 
 logger = logging.getLogger(__name__)
 
@@ -176,88 +175,3 @@ def pareto_points(space: ChainSpace) -> list[dict]:
              "max_output_tokens": space.chain(i).max_output_tokens, "accuracy": float(space.accuracy[i]),
              "j_per_query": float(space.j_per_query[i]),
              "energy_share_of_best": float(space.j_per_query[i] / space.best_j_per_query)} for i in pareto(space)]
-
-
-@dataclass
-class CascadeChoice:
-    """The chain chosen for a target, and its figures on the selection queries."""
-
-    chain: Chain
-    target: CascadeTarget
-    met_on_selection: bool
-    selection: dict
-    reason: str | None = None
-
-
-def _pick(space: ChainSpace, target: CascadeTarget, tolerance: float) -> tuple[int, bool, str | None]:
-    """(row, met, reason) for the point targets (energy_share, accuracy_floor, iso_accuracy)."""
-    acc, joules, n = space.accuracy, space.j_per_query, np.arange(len(space.accuracy))
-    if target.kind == "energy_share":
-        feasible = np.flatnonzero(joules <= target.value * space.best_j_per_query + _EPS)
-        if feasible.size:
-            return int(feasible[np.lexsort((n[feasible], joules[feasible], -acc[feasible]))[0]]), True, None
-        cheapest = int(np.lexsort((n, -acc, joules))[0])
-        return cheapest, False, (f"no chain costs at most {target.value:g} of the best single's energy on selection; "
-                                 f"the cheapest needs {joules[cheapest] / space.best_j_per_query:.1%}")
-    floor = space.best_accuracy - tolerance if target.kind == "iso_accuracy" else target.value
-    feasible = np.flatnonzero(acc >= floor - _EPS)
-    if feasible.size:
-        return int(feasible[np.lexsort((n[feasible], -acc[feasible], joules[feasible]))[0]]), True, None
-    top = int(np.lexsort((n, joules, -acc))[0])
-    return top, False, f"no chain reaches accuracy {floor:.4f} on selection; the most accurate reaches {acc[top]:.4f}"
-
-
-def _above_best(space: ChainSpace, m: CascadeMatrix, margin: float, samples: int, confidence: float,
-                seed: int) -> tuple[int, bool, str | None, list[float] | None]:
-    """The cheapest frontier chain whose paired interval over the best single clears ``margin`` (target doc)."""
-    best_correct = m.correct[:, space.best]
-    index = resample_index(len(m.query_ids), samples, seed) if samples > 0 else None
-    tried: list[tuple[int, list[float] | None]] = []
-    for row in pareto(space):
-        if space.accuracy[row] <= space.best_accuracy + margin + _EPS:
-            continue
-        diff = simulate(space.chain(row), m).correct - best_correct
-        ci = percentile_interval(diff[index].mean(axis=1), confidence) if index is not None else None
-        if ci is not None and ci[0] > margin:
-            return row, True, None, ci
-        tried.append((row, ci))
-    if not tried:
-        top = int(np.lexsort((space.j_per_query, -space.accuracy))[0])
-        return top, False, (f"no chain is above the best single's selection accuracy {space.best_accuracy:.4f} by "
-                            f"{margin:g}"), None
-    row, ci = max(tried, key=lambda t: (t[1][0] if t[1] else -np.inf, -space.j_per_query[t[0]]))
-    return row, False, (f"no chain's {confidence:.0%} interval over the best single clears {margin:g} on "
-                        f"selection; the best lower bound: {ci[0] if ci else float('nan'):+.4f}"), ci
-
-
-def choose_chain(space: ChainSpace, m: CascadeMatrix, target: CascadeTarget, tolerance: float = 0.0,
-                 samples: int = 1000, confidence: float = 0.95, seed: int = 0) -> CascadeChoice:
-    """The chain meeting ``target`` on the selection matrix ``m`` (the one ``space`` was searched on), with its
-    selection figures; ``tolerance``: iso_accuracy's, below the best single's accuracy."""
-    ci = None
-    if target.kind == "above_best":
-        row, met, reason, ci = _above_best(space, m, target.value, samples, confidence, seed)
-    else:
-        row, met, reason = _pick(space, target, tolerance)
-    chain = space.chain(row)
-    outcome = simulate(chain, m)
-    if abs(outcome.accuracy - space.accuracy[row]) > 1e-9 or abs(outcome.j_per_query - space.j_per_query[row]) > \
-            1e-6 * max(1.0, space.j_per_query[row]):
-        raise AssertionError(f"cascade search and simulate disagree on {chain.name}")  # the algebra above is wrong
-    best = space.candidates[space.best]
-    selection = {
-        "accuracy": outcome.accuracy, "j_per_query": outcome.j_per_query,
-        "latency_s": float(outcome.latency_s.mean()), "stop_share": outcome.stop_share(),
-        "best_single": {"candidate": best, "accuracy": space.best_accuracy, "j_per_query": space.best_j_per_query},
-        "accuracy_diff_vs_best": outcome.accuracy - space.best_accuracy,
-        "energy_share_of_best": outcome.j_per_query / space.best_j_per_query,
-        "n_queries": space.n_queries, "n_chains": int(space.accuracy.size), "search_seconds": space.seconds,
-        "target": {"kind": target.kind, "value": target.value, **({"tolerance": tolerance}
-                                                                   if target.kind == "iso_accuracy" else {})},
-        "met_on_selection": met,
-    }
-    if ci is not None:
-        selection["accuracy_diff_vs_best_ci"] = ci
-    if reason:
-        selection["reason"] = reason
-    return CascadeChoice(chain, target, met, selection, reason)

@@ -44,10 +44,10 @@ def with_target(params, share: float | None, accuracy: float | None):
         return params
     from pydantic import ValidationError
 
-    from jouleroute.routing.target import RouterTarget
+    from jouleroute.policy.target import Target
 
     try:
-        target = RouterTarget(energy_share=share, accuracy_floor=accuracy)
+        target = Target(energy_share=share, accuracy_floor=accuracy)
     except ValidationError as error:
         raise ParamsError(f"--target-energy-share/--target-accuracy: {error.errors()[0]['msg']}") from None
     return params.model_copy(update={"router": params.router.model_copy(update={"target": target})})

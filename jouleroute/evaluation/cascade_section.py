@@ -3,10 +3,10 @@
 A cascade asks cheap models first and escalates when their answers disagree (jouleroute/cascade: agreement by
 each task's grader equivalence, the chain search, its scoring). For a profile that carries answers the evaluate
 stage searches the chains on the selection queries (train and val, every candidate answered), chooses one per
-target of ``evaluate.cascade.targets`` (cascade/config.py; by default ``iso_accuracy``, the router's default,
+target of ``evaluate.cascade.targets`` (policy/cascade_config.py; by default ``iso_accuracy``, the router's default,
 and ``above_best``, above the best single's accuracy by a paired interval on selection; plus the deployed
 router's own target when it differs) and scores each once on test against the best single chosen on selection.
-Each target's rule is also scored out of fold on the selection data (cascade/crossfit.py), so the report shows
+Each target's rule is also scored out of fold on the selection data (policy/cascade_choice.py), so the report shows
 how much of a chain's selection lead survives the choice. The figure a user decides by: the most accurate chain
 at or below the best single's energy on selection, scored on test. A profile without answers says so in one
 line. Energy is the models' only (a cascade runs no router): joules summed over every model asked.
@@ -24,14 +24,15 @@ import pandas as pd
 from jouleroute.atomic import atomic_write_text
 from jouleroute.cascade.artifact import ChainArtifact
 from jouleroute.cascade.chain import Chain, simulate
-from jouleroute.cascade.config import CascadeConfig
-from jouleroute.cascade.crossfit import crossfit_targets
 from jouleroute.cascade.matrix import answers_missing, cascade_matrix
-from jouleroute.cascade.score import DECISION_TARGET, decision_figure, score_chain
-from jouleroute.cascade.search import choose_chain, pareto, pareto_points, search
-from jouleroute.cascade.target import CascadeTarget
+from jouleroute.cascade.search import pareto, pareto_points, search
 from jouleroute.evaluation.bootstrap import family_aiq
-from jouleroute.evaluation.deployed import pick_singles, selection_matrix
+from jouleroute.evaluation.deployed import selection_matrix
+from jouleroute.policy.cascade_choice import (DECISION_TARGET, choose_chain, crossfit_targets, decision_figure,
+                                              score_chain)
+from jouleroute.policy.cascade_config import CascadeConfig
+from jouleroute.policy.singles import best_column
+from jouleroute.policy.target import Target
 from jouleroute.evaluation.outcomes import ProfileMatrix
 
 logger = logging.getLogger(__name__)
@@ -39,11 +40,13 @@ logger = logging.getLogger(__name__)
 DECISION = " decision"  # the decision figure's key among the cross-fitted targets (no configured name has a space)
 
 def cascade_block(profile: pd.DataFrame, queries: pd.DataFrame, test: ProfileMatrix, energy_column: str,
-                  best_single: str | None, tolerance: float, samples: int, confidence: float, seed: int,
-                  cfg: CascadeConfig = CascadeConfig(), router_target: tuple[str, float] | None = None) -> dict:
+                  best_single: str | None, tolerance: float, margin: float, samples: int, confidence: float,
+                  seed: int, cfg: CascadeConfig = CascadeConfig(),
+                  router_target: tuple[str, float] | None = None) -> dict:
     """report.json's ``cascade``: the search on selection data, the chain per target scored on test (and its
     rule out of fold on selection), and the decision figure; ``{"skipped": why}`` when the profile carries no
-    comparable answers. ``router_target``: the deployed router's (kind, value), chosen for too."""
+    comparable answers. ``margin``: the non-inferiority margin of the verdicts; ``router_target``: the deployed
+    router's (kind, value), chosen for too."""
     started = time.perf_counter()
     missing = answers_missing(profile)
     if missing:
@@ -53,7 +56,7 @@ def cascade_block(profile: pd.DataFrame, queries: pd.DataFrame, test: ProfileMat
         chosen_on = selection_matrix(profile, queries, energy_column)
     except ValueError as e:  # no train or val query every candidate answered
         return {"skipped": f"cascade skipped: {e}"}
-    best_single = best_single or chosen_on.candidates[pick_singles(chosen_on.correct, chosen_on.energy_j, 0.0)[0]]
+    best_single = best_single or chosen_on.candidates[best_column(chosen_on.correct, chosen_on.energy_j)]
     selection, scored = cascade_matrix(profile, chosen_on), cascade_matrix(profile, test)
     space = search(selection, best_single, max_stage_size=cfg.max_stage_size)
     targets = cfg.with_router_target(*(router_target or (None, None)))
@@ -62,10 +65,10 @@ def cascade_block(profile: pd.DataFrame, queries: pd.DataFrame, test: ProfileMat
     for name, target in targets.items():
         choice = choose_chain(space, selection, target, tolerance, samples, confidence, seed)
         out["targets"][name] = {"chain": choice.chain.name, "selection": choice.selection,
-                                "test": score_chain(choice.chain, scored, best_single, samples, confidence, seed)}
+                                "test": score_chain(choice.chain, scored, best_single, margin, samples, confidence, seed)}
     checked = crossfit_targets(selection, targets | {DECISION: DECISION_TARGET}, cfg.cross_fit_folds, tolerance,
                                samples, confidence, seed, cfg.max_stage_size)
-    out["decision"] = decision_figure(space, selection, scored, samples, confidence, seed)
+    out["decision"] = decision_figure(space, selection, scored, margin, samples, confidence, seed)
     for name, figures in checked.items():
         (out["decision"] if name == DECISION else out["targets"][name])["out_of_fold"] = figures
     out["test_frontier"], out["aiq"] = _frontier_on_test(space, scored)
@@ -158,7 +161,7 @@ def _seconds(value: float) -> str:
 def _describe(selection: dict) -> str:
     target = selection["target"]
     kind = target["kind"]
-    return CascadeTarget(**({kind: True} if kind == "iso_accuracy" else {kind: target["value"]})).describe()
+    return Target.of(kind, target["value"]).describe()
 
 
 def cascade_metrics(block: dict) -> dict:

@@ -8,7 +8,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from jouleroute.cascade.config import CascadeConfig
+from jouleroute.policy.cascade_config import CascadeConfig
 from jouleroute.strict import StrictModel
 
 # inside the router's default trained grid (router_data.lambdas: 0..2); params validation checks it
@@ -52,7 +52,7 @@ class EvaluateConfig(StrictModel):
     include_overhead: bool = True  # headline energy/latency include the router's own measured overhead
     # cascades that read the answers (evaluation/cascade_section.py): searched on selection data and scored on
     # test beside the routers when the profile carries answers; the targets, the stage size and the out-of-fold
-    # check: jouleroute/cascade/config.py
+    # check: jouleroute/policy/cascade_config.py
     cascade: CascadeConfig = Field(default_factory=CascadeConfig)
     # which energy column, and whether figures of several energy_source labels may be compared: params
     # `energy_policy` (one for every stage), handed to run_evaluate

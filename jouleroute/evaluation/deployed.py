@@ -27,13 +27,17 @@ import numpy as np
 import pandas as pd
 
 from jouleroute.evaluation.outcomes import ProfileMatrix, build_matrix
+from jouleroute.policy.compare import accuracy_intervals, compare, energy_verdict, lower_ends
+from jouleroute.policy.meet import choose_lambda
+from jouleroute.policy.singles import pick_singles
+from jouleroute.policy.target import Target
 from jouleroute.routing.scores import RoutingDecisions
-from jouleroute.routing.target import RouterTarget, choose_lambda
 from jouleroute.stats import percentile_interval, resample_index
 
 logger = logging.getLogger(__name__)
 
 SELECTION_SPLITS = ("train", "val")
+ABOVE_BEST_SAMPLES = 200  # resamples of each λ's interval when router.target is above_best
 _EPS = 1e-12
 
 
@@ -51,16 +55,6 @@ def selection_matrix(profile: pd.DataFrame, queries: pd.DataFrame, energy_column
                          "point on (the profile's train and val rows)")
     return build_matrix(rows, chosen[chosen["query_id"].isin(full)].assign(split="selection"), "selection",
                         energy_column)
-
-
-def pick_singles(correct: np.ndarray, energy: np.ndarray, tolerance: float) -> tuple[int, int]:
-    """(best, reference) column indices from [queries, candidates] outcomes: the most accurate (ties to the
-    cheaper, then the first), and the cheapest within ``tolerance`` of it (ties to the more accurate)."""
-    acc, joules = correct.mean(axis=0), energy.mean(axis=0)
-    order = range(len(acc))
-    best = min(order, key=lambda c: (-round(float(acc[c]), 12), float(joules[c]), c))
-    near = [c for c in order if acc[c] >= acc[best] - tolerance - _EPS]
-    return best, min(near, key=lambda c: (float(joules[c]), -float(acc[c]), c))
 
 
 def singles_on_selection(m: ProfileMatrix, tolerance: float, samples: int, seed: int) -> dict:
@@ -84,21 +78,26 @@ def sweep_outcomes(m: ProfileMatrix, choices: np.ndarray) -> tuple[np.ndarray, n
     return m.correct[rows, choices], m.energy_j[rows, choices]
 
 
-def choose_deployed(target: RouterTarget, lams: Sequence[float], correct: np.ndarray, energy: np.ndarray,
+def choose_deployed(target: Target, lams: Sequence[float], correct: np.ndarray, energy: np.ndarray,
                     best_correct: np.ndarray, best_energy: np.ndarray, tolerance: float, samples: int = 0,
                     seed: int = 0) -> dict:
     """The λ of ``lams`` that meets ``target`` on the selection sweep (``correct``/``energy``: [queries, λ] of the
     champion's choices; ``best_*``: the best single's outcomes on the same queries). When none does, the closest
     λ is deployed and ``met_on_selection`` is false. With ``samples``, the share of resamples choosing the same λ."""
     def choose(rows) -> dict:
+        bounds = (lower_ends(accuracy_intervals(correct[rows], best_correct[rows], ABOVE_BEST_SAMPLES, 0.95, seed))
+                  if target.kind == "above_best" else None)  # above_best reads each λ's paired interval
         return choose_lambda(target, list(lams), list(correct[rows].mean(axis=0)), list(energy[rows].mean(axis=0)),
-                             float(best_correct[rows].mean()), float(best_energy[rows].mean()), tolerance)
+                             float(best_correct[rows].mean()), float(best_energy[rows].mean()), tolerance,
+                             bounds) | {"bounds": bounds}
 
     everything = np.arange(correct.shape[0])
     choice = choose(everything)
     lam = choice["lam"] if choice["met_on_val"] else choice["closest"]["lam"]
     out = {"target": target.kind, "floor_or_share": choice["value"], "lam": float(lam),
            "met_on_selection": bool(choice["met_on_val"]), "reason": choice.get("reason")}
+    if choice["bounds"] is not None:
+        out["accuracy_diff_vs_best_lower"] = choice["bounds"][list(lams).index(lam)]
     if samples > 0:
         again = [choose(rows) for rows in resample_index(len(everything), samples, seed)]
         chosen = np.array([c["lam"] if c["met_on_val"] else c["closest"]["lam"] for c in again])
@@ -111,50 +110,25 @@ def score_deployed(correct: np.ndarray, energy: np.ndarray, best: tuple[np.ndarr
                    reference: tuple[np.ndarray, np.ndarray], margin: float, samples: int, confidence: float,
                    seed: int) -> dict:
     """The deployed point on test against the best and the reference single (per-query arrays, one view of
-    energy), with paired-bootstrap intervals over the test queries, and the verdicts they support."""
-    columns = np.stack([correct, energy, best[0], best[1], reference[0], reference[1]], axis=1).astype(float)
-    means = columns.mean(axis=0, keepdims=True)
-    if samples > 0:
-        means = np.vstack([means, columns[resample_index(len(correct), samples, seed)].mean(axis=1)])
-    acc, joules, best_acc, best_j, ref_acc, ref_j = means.T
-    with np.errstate(divide="ignore", invalid="ignore"):
-        figures = {"accuracy_diff_vs_best": acc - best_acc, "energy_share_of_best": joules / best_j,
-                   "accuracy_diff_vs_reference": acc - ref_acc, "routing_gain": joules / ref_j}
-    out = {"accuracy": float(acc[0]), "j_per_query": float(joules[0]), "best_accuracy": float(best_acc[0]),
-           "best_j_per_query": float(best_j[0]), "reference_accuracy": float(ref_acc[0]),
-           "reference_j_per_query": float(ref_j[0]), "n_queries": len(correct), "samples": samples,
-           "confidence": confidence, "noninferiority_margin": margin}
-    for name, values in figures.items():
-        out[name] = float(values[0]) if np.isfinite(values[0]) else None
-        finite = values[1:][np.isfinite(values[1:])]
-        out[f"{name}_ci"] = percentile_interval(finite, confidence) if finite.size else None
-    out |= _verdicts(out, margin)
-    return out
-
-
-def _verdicts(out: dict, margin: float) -> dict:
-    """Non-inferiority at ``margin`` (the accuracy difference's CI), the shortfall of the point estimate, and
-    whether routing pays against the reference single (the routing gain's CI against 1)."""
-    diff, ci = out["accuracy_diff_vs_best"], out["accuracy_diff_vs_best_ci"]
-    if ci is None:
-        verdict = "untested"  # no bootstrap: no interval to test
-    elif ci[0] > -margin:
-        verdict = "non-inferior"
-    elif ci[1] < -margin:
-        verdict = "inferior"
-    else:
-        verdict = "inconclusive"
-    gain, gain_ci = out["routing_gain"], out["routing_gain_ci"]
-    if gain_ci is None:
-        routing = "not tested (no bootstrap)"
-    elif gain_ci[1] < 1:
-        routing = "routing saves energy over the reference single"
-    elif gain_ci[0] > 1:
-        routing = "routing costs more than the reference single"
-    else:
-        routing = "tie with the reference single"
-    return {"noninferiority": verdict, "within_margin": diff >= -margin - _EPS,
-            "shortfall": max(0.0, -margin - diff), "routing": routing if gain is not None else "no reference energy"}
+    energy): two paired comparisons (policy/compare.py) on one set of resamples, and the verdicts they support."""
+    vs_best = compare(correct, energy, *best, margin, samples, confidence, seed)
+    vs_ref = compare(correct, energy, *reference, margin, samples, confidence, seed)
+    out = {"accuracy": vs_best["accuracy"], "j_per_query": vs_best["j_per_query"],
+           "best_accuracy": vs_best["reference_accuracy"], "best_j_per_query": vs_best["reference_j_per_query"],
+           "reference_accuracy": vs_ref["reference_accuracy"], "reference_j_per_query": vs_ref["reference_j_per_query"],
+           "n_queries": len(correct), "samples": samples, "confidence": confidence, "noninferiority_margin": margin}
+    for name, (vs, key) in {"accuracy_diff_vs_best": (vs_best, "accuracy_diff"),
+                            "energy_share_of_best": (vs_best, "energy_ratio"),
+                            "accuracy_diff_vs_reference": (vs_ref, "accuracy_diff"),
+                            "routing_gain": (vs_ref, "energy_ratio")}.items():
+        out[name], out[f"{name}_ci"] = vs[key], vs[f"{key}_ci"]
+    diff = out["accuracy_diff_vs_best"]
+    routing = {"untested": "not tested (no bootstrap)", "cheaper": "routing saves energy over the reference single",
+               "dearer": "routing costs more than the reference single",
+               "tie": "tie with the reference single"}[energy_verdict(out["routing_gain_ci"])]
+    return out | {"noninferiority": vs_best["verdict"], "within_margin": diff >= -margin - _EPS,
+                  "shortfall": max(0.0, -margin - diff),
+                  "routing": routing if out["routing_gain"] is not None else "no reference energy"}
 
 
 DEPLOYED = "deployed"  # the deployed point's name among the routers of a report

@@ -30,8 +30,11 @@ import numpy as np
 
 from jouleroute.evaluation.deployed import choose_deployed
 from jouleroute.evaluation.outcomes import ProfileMatrix
-from jouleroute.routing.target import RouterTarget
-from jouleroute.stats import percentile_interval, resample_index
+from jouleroute.policy.compare import compare
+from jouleroute.policy.meet import meet_target
+from jouleroute.policy.singles import best_column, single_for_target
+from jouleroute.policy.target import Target
+from jouleroute.stats import resample_index
 
 _EPS = 1e-12
 ROUTE, SINGLE = "route", "single"
@@ -52,7 +55,7 @@ class ContenderSweep:
     best_energy: np.ndarray
     overhead_j: float = 0.0  # its own mean J/query on selection queries (0 when the headline leaves it out)
 
-    def point(self, target: RouterTarget, lams: Sequence[float], tolerance: float, rows=None) -> dict:
+    def point(self, target: Target, lams: Sequence[float], tolerance: float, rows=None) -> dict:
         """Its deployed λ on ``rows`` (default: every query) and that point's figures."""
         rows = np.arange(len(self.query_ids)) if rows is None else rows
         energy = self.energy[rows] + self.overhead_j
@@ -65,7 +68,7 @@ class ContenderSweep:
                          "accuracy_diff_vs_best": acc - best_acc, "energy_share_of_best": joules / best_j}
 
 
-def choose_policy(target: RouterTarget, lams: Sequence[float], contenders: Sequence[ContenderSweep],
+def choose_policy(target: Target, lams: Sequence[float], contenders: Sequence[ContenderSweep],
                   m: ProfileMatrix, tolerance: float, samples: int = 200, seed: int = 0,
                   confidence: float = 0.95) -> dict:
     """The policy to deploy (module doc): the champion, its λ, whether routing pays over the single model the
@@ -76,7 +79,7 @@ def choose_policy(target: RouterTarget, lams: Sequence[float], contenders: Seque
     if not contenders:
         raise ValueError("no contender to deploy")
     points = _points(target, lams, contenders, m, tolerance, None)
-    k = _champion(target, points)
+    k = _champion(target, points, tolerance)
     champion, point = contenders[k], points[k]
     single = _best_single(target, m, tolerance, None)
     evidence = None if single is None else _against_single(target, champion, point, m, single, lams, samples, seed,
@@ -89,24 +92,30 @@ def choose_policy(target: RouterTarget, lams: Sequence[float], contenders: Seque
            "contenders": [{"name": c.name, "family": c.family, "data": c.data, "n_queries": len(c.query_ids),
                            **p} for c, p in zip(contenders, points)]}
     if samples > 0 and len(contenders) > 1:
-        again = [_champion(target, _points(target, lams, contenders, m, tolerance, rows))
+        again = [_champion(target, _points(target, lams, contenders, m, tolerance, rows), tolerance)
                  for rows in resample_index(len(m.query_ids), samples, seed)]
         out["stability"] = {"champion": float(np.mean(np.array(again) == k)), "samples": samples}
     return out
 
 
-def _points(target: RouterTarget, lams, contenders, m: ProfileMatrix, tolerance: float, rows) -> list[dict]:
+def _points(target: Target, lams, contenders, m: ProfileMatrix, tolerance: float, rows) -> list[dict]:
     """Each contender's deployed point on every selection query (``rows`` None) or on a resample of ``m``'s rows;
     a contender scored on other queries (the LM router on val) keeps its point."""
     return [c.point(target, lams, tolerance, rows if rows is not None and c.query_ids == m.query_ids else None)
             for c in contenders]
 
 
-def _champion(target: RouterTarget, points: list[dict]) -> int:
-    return min(range(len(points)), key=lambda i: _rank(target, points[i]))
+def _champion(target: Target, points: list[dict], tolerance: float) -> int:
+    """The contender whose deployed point serves the target best: the one rule (policy/meet.py) over the
+    contenders' points, each against the best single on its own queries; exact ties go to the first listed."""
+    accuracy = [p["accuracy"] for p in points]
+    best = [p["accuracy"] - p["accuracy_diff_vs_best"] for p in points]
+    bounds = [p.get("accuracy_diff_vs_best_lower") for p in points] if target.kind == "above_best" else None
+    return meet_target(target, accuracy, [p["energy_share_of_best"] for p in points], best, tolerance, bounds,
+                       what="contender").index
 
 
-def _against_single(target: RouterTarget, c: ContenderSweep, point: dict, m: ProfileMatrix, single: dict,
+def _against_single(target: Target, c: ContenderSweep, point: dict, m: ProfileMatrix, single: dict,
                     lams, samples: int, seed: int, confidence: float) -> dict:
     """The champion's point against the single model on the champion's selection queries, paired: the J/query
     ratio (router over single, its own cost included) and the accuracy difference, with bootstrap intervals."""
@@ -114,48 +123,26 @@ def _against_single(target: RouterTarget, c: ContenderSweep, point: dict, m: Pro
         np.arange(len(m.query_ids))
     s = m.candidates.index(single["candidate"])
     k = list(lams).index(point["lam"])
-    columns = np.stack([c.correct[:, k], c.energy[:, k] + c.overhead_j, m.correct[rows, s], m.energy_j[rows, s]],
-                       axis=1).astype(float)
-    means = columns.mean(axis=0, keepdims=True)
-    if samples > 0:
-        means = np.vstack([means, columns[resample_index(len(rows), samples, seed)].mean(axis=1)])
-    ratio, diff = means[:, 1] / means[:, 3], means[:, 0] - means[:, 2]
-    ratio_ci, diff_ci = percentile_interval(ratio[1:], confidence), percentile_interval(diff[1:], confidence)
+    vs = compare(c.correct[:, k], c.energy[:, k] + c.overhead_j, m.correct[rows, s], m.energy_j[rows, s], 0.0,
+                 samples, confidence, seed)
     if samples <= 0:
-        pays = bool(ratio[0] < 1 - _EPS) if target.kind != "energy_share" else bool(diff[0] > _EPS)
+        pays = vs["energy_ratio"] < 1 - _EPS if target.kind != "energy_share" else vs["accuracy_diff"] > _EPS
     else:
-        pays = ratio_ci[1] < 1 if target.kind != "energy_share" else diff_ci[0] > 0
-    return {"single": single["candidate"], "j_ratio": float(ratio[0]), "j_ratio_ci": ratio_ci,
-            "accuracy_diff": float(diff[0]), "accuracy_diff_ci": diff_ci, "n_queries": len(rows),
+        pays = vs["energy_verdict"] == "cheaper" if target.kind != "energy_share" else vs["verdict"] == "above"
+    return {"single": single["candidate"], "j_ratio": vs["energy_ratio"], "j_ratio_ci": vs["energy_ratio_ci"],
+            "accuracy_diff": vs["accuracy_diff"], "accuracy_diff_ci": vs["accuracy_diff_ci"], "n_queries": len(rows),
             "pays": bool(pays), "samples": samples, "confidence": confidence}
 
 
-def _rank(target: RouterTarget, point: dict) -> tuple:
-    """Meeting the target first; then the cheapest (accuracy targets) or the most accurate (an energy share);
-    among those that miss it, the closest."""
-    if target.kind == "energy_share":
-        return (not point["met_on_selection"],
-                -point["accuracy_diff_vs_best"] if point["met_on_selection"] else point["energy_share_of_best"])
-    return (not point["met_on_selection"],
-            point["energy_share_of_best"] if point["met_on_selection"] else -point["accuracy_diff_vs_best"])
-
-
-def _best_single(target: RouterTarget, m: ProfileMatrix, tolerance: float, rows) -> dict | None:
-    """The single model the target would deploy without a router, on ``m``'s rows: the cheapest one that meets
-    an accuracy target (for ``iso_accuracy``: the reference single), the most accurate one within an energy
-    share; ``None`` when no single model meets the target."""
+def _best_single(target: Target, m: ProfileMatrix, tolerance: float, rows) -> dict | None:
+    """The single model the target would deploy without a router, on ``m``'s rows (policy/singles.py), with its
+    figures; ``None`` when no single model meets the target."""
     correct, energy = (m.correct, m.energy_j) if rows is None else (m.correct[rows], m.energy_j[rows])
-    acc, joules = correct.mean(axis=0), energy.mean(axis=0)
-    best = min(range(len(acc)), key=lambda c: (-round(float(acc[c]), 12), float(joules[c]), c))
-    share = joules / joules[best]
-    if target.kind == "energy_share":
-        ok = [c for c in range(len(acc)) if share[c] <= target.value + _EPS]
-        pick = max(ok, key=lambda c: (float(acc[c]), -float(share[c]), -c)) if ok else None
-    else:
-        floor = acc[best] - tolerance if target.kind == "iso_accuracy" else target.value
-        ok = [c for c in range(len(acc)) if acc[c] >= floor - _EPS]
-        pick = min(ok, key=lambda c: (float(share[c]), -float(acc[c]), c)) if ok else None
+    pick = single_for_target(target, correct, energy, tolerance)
     if pick is None:
         return None
+    best = best_column(correct, energy)
+    acc, joules = correct.mean(axis=0), energy.mean(axis=0)
     return {"candidate": m.candidates[pick], "accuracy": float(acc[pick]), "j_per_query": float(joules[pick]),
-            "accuracy_diff_vs_best": float(acc[pick] - acc[best]), "energy_share_of_best": float(share[pick])}
+            "accuracy_diff_vs_best": float(acc[pick] - acc[best]), "energy_share_of_best": float(joules[pick] /
+                                                                                               joules[best])}

@@ -25,7 +25,7 @@ from jouleroute.evaluation.overhead import stable_overhead
 from jouleroute.evaluation.selection import val_queries
 from jouleroute.routing.baselines.query_energy import PerQueryEnergy
 from jouleroute.routing.registry import build_router, sample_train
-from jouleroute.routing.target import effective_target
+from jouleroute.policy.target import effective_target
 
 logger = logging.getLogger(__name__)
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from jouleroute.best_single import best_single
+
 # Relative tolerance for "beats the oracle": sums of float energies differ in the last bits.
 ORACLE_RTOL = 1e-9
 
@@ -82,7 +84,7 @@ def pareto_mask(points: list[Point]) -> list[bool]:
 def cheapest_and_best(singles: list[Point]) -> tuple[Point, Point]:
     """The single candidate with the lowest J/query (ties: more accurate) and the most accurate (ties: cheaper)."""
     cheapest = min(singles, key=lambda p: (p.energy, -p.accuracy))
-    best = min(singles, key=lambda p: (-p.accuracy, p.energy))
+    best = singles[best_single([p.accuracy for p in singles], [p.energy for p in singles])]
     return cheapest, best
 
 

@@ -281,7 +281,7 @@ def run_evaluate(
         best = deployment["singles"]["best_single"]["candidate"] if deployment else None
         router_target = (deployment["target"], deployment["floor_or_share"]) if deployment else None
         report["cascade"] = clean(cascade_block(profile, queries, matrix, energy.column, best, cfg.accuracy_tolerance,
-                                                cfg.bootstrap_samples, cfg.confidence, cfg.seed, cfg.cascade,
+                                                cfg.noninferiority_margin, cfg.bootstrap_samples, cfg.confidence, cfg.seed, cfg.cascade,
                                                 router_target))
     metrics, paths = write_outputs(report, Path(out_dir), cfg)
     result = EvaluationResult(metrics=metrics, report=report, paths=paths)

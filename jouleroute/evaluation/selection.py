@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from jouleroute.evaluation.label_eval import label_accuracy, load_rows
+from jouleroute.best_single import best_single
 from jouleroute.routing.base import Router, RoutingDecisions, Scores
 from jouleroute.stats import paired_mean_ci, resample_index
 
@@ -103,7 +104,7 @@ def val_reference(rows: Sequence[Mapping]) -> dict | None:
         return None
     correct = pd.DataFrame(list(first["correct_by_candidate"])).astype(float).mean()
     energy = pd.DataFrame(list(first["energy_by_candidate"])).astype(float).mean()
-    best = min(correct.index, key=lambda c: (-round(float(correct[c]), 12), float(energy[c]), str(c)))
+    best = correct.index[best_single(correct.to_numpy(), energy[correct.index].to_numpy())]
     return {"candidate": str(best), "accuracy": float(correct[best]), "j_per_query": float(energy[best])}
 
 

@@ -145,8 +145,8 @@ def champion_router(p: Params, root: Path, meter: Meter) -> GatewayRouter | None
 
 def target_lam(p: Params, sweep: dict | None, folder: Path) -> float:
     """The λ that meets ``router.target`` on the champion's val sweep (saved with the champion by the evaluate
-    stage; routing/target.py); raises ``TargetNotMet`` (a ValueError) with the closest λ."""
-    from jouleroute.routing.target import resolve_lambda
+    stage; policy/meet.py); raises ``TargetNotMet`` (a ValueError) with the closest λ."""
+    from jouleroute.policy.meet import resolve_lambda
 
     if not sweep:
         raise FileNotFoundError(f"router.target needs the champion's val sweep, which {folder} does not hold; rerun "

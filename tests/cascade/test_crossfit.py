@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from jouleroute.cascade.config import ROUTER_TARGET, CascadeConfig
-from jouleroute.cascade.crossfit import crossfit_targets
+from jouleroute.policy.cascade_choice import crossfit_targets
+from jouleroute.policy.cascade_config import ROUTER_TARGET, CascadeConfig
 from jouleroute.cascade.matrix import cascade_matrix
-from jouleroute.cascade.target import CascadeTarget
+from jouleroute.policy.target import Target as CascadeTarget
 from jouleroute.evaluation.config import EvaluateConfig
-from jouleroute.evaluation.deployed import pick_singles, selection_matrix
+from jouleroute.evaluation.deployed import selection_matrix
+from jouleroute.policy.singles import pick_singles
 from tests.cascade.pool import synthetic_pool
 
 ABOVE = {"above_best": CascadeTarget(above_best=0.0)}

@@ -12,9 +12,10 @@ import pytest
 from jouleroute.cascade.artifact import KEYS, ChainArtifact
 from jouleroute.cascade.chain import Chain
 from jouleroute.cascade.matrix import cascade_matrix
-from jouleroute.cascade.score import decision_figure, score_chain, verdict
-from jouleroute.cascade.search import choose_chain, search
-from jouleroute.cascade.target import CascadeTarget
+from jouleroute.cascade.search import search
+from jouleroute.policy.cascade_choice import choose_chain, decision_figure, score_chain
+from jouleroute.policy.compare import accuracy_verdict
+from jouleroute.policy.target import Target as CascadeTarget
 from jouleroute.evaluation.deployed import selection_matrix
 from jouleroute.evaluation.outcomes import build_matrix
 from tests.cascade.pool import synthetic_pool
@@ -29,32 +30,33 @@ def matrices():
 
 def test_a_cascade_above_the_best_single_is_scored_above_it_on_test(matrices):
     _, test = matrices
-    out = score_chain(Chain((("cheap_a", "cheap_b"), ("best",))), test, "best", samples=300)
+    out = score_chain(Chain((("cheap_a", "cheap_b"), ("best",))), test, "best", 0.03, samples=300)
     assert out["accuracy_diff_vs_best"] > 0 and out["verdict"] == "above"
     lo, hi = out["accuracy_diff_vs_best_ci"]
     assert lo <= out["accuracy_diff_vs_best"] <= hi
     lo, hi = out["energy_share_of_best_ci"]
     assert lo <= out["energy_share_of_best"] <= hi < 1
-    three = score_chain(Chain((("cheap_a", "cheap_b"), ("mid",), ("best",)), 100), test, "best", samples=0)
+    three = score_chain(Chain((("cheap_a", "cheap_b"), ("mid",), ("best",)), 100), test, "best", 0.03, samples=0)
     assert len(three["stop_share"]) == 3 and sum(three["stop_share"]) == pytest.approx(1)
     assert three["accuracy_diff_vs_best_ci"] is None and three["verdict"] == "untested"
     assert out["best_single"]["candidate"] == "best" and out["energy_sources"] == ["modelled"]
-    assert score_chain(Chain((("best",),)), test, "best", samples=100)["verdict"] == "tie"
+    assert score_chain(Chain((("best",),)), test, "best", 0.03, samples=100)["verdict"] == "non-inferior"
 
 
 def test_the_decision_figure_is_the_most_accurate_chain_within_the_best_single_s_energy(matrices):
     selection, test = matrices
     space = search(selection, "best")
-    figure = decision_figure(space, selection, test, samples=200)
+    figure = decision_figure(space, selection, test, 0.03, samples=200)
     assert figure["selection"]["energy_share_of_best"] <= 1 + 1e-9
     assert figure["selection"]["accuracy"] == pytest.approx(space.accuracy[space.j_per_query <= space.best_j_per_query
                                                                            + 1e-9].max())
     assert figure["test"]["samples"] == 200 and "accuracy_diff_vs_best_ci" in figure["test"]
 
 
-def test_verdict_reads_the_interval():
-    assert verdict([0.01, 0.03]) == "above" and verdict([-0.03, -0.01]) == "below"
-    assert verdict([-0.01, 0.01]) == "tie" and verdict(None) == "untested"
+def test_one_set_of_verdict_words_reads_the_interval_at_the_margin():
+    assert accuracy_verdict([0.01, 0.03], 0.03) == "above" and accuracy_verdict([-0.02, 0.01], 0.03) == "non-inferior"
+    assert accuracy_verdict([-0.05, -0.04], 0.03) == "inferior" and accuracy_verdict([-0.04, 0.01], 0.03) == "inconclusive"
+    assert accuracy_verdict(None, 0.03) == "untested"
 
 
 def test_the_chain_file_round_trips_in_its_exact_format(matrices, tmp_path):

@@ -8,9 +8,11 @@ from pydantic import ValidationError
 
 from jouleroute.cascade.chain import simulate
 from jouleroute.cascade.matrix import cascade_matrix
-from jouleroute.cascade.search import choose_chain, pareto, pareto_points, search
-from jouleroute.cascade.target import CascadeTarget
-from jouleroute.evaluation.deployed import pick_singles, selection_matrix
+from jouleroute.cascade.search import pareto, pareto_points, search
+from jouleroute.policy.cascade_choice import choose_chain
+from jouleroute.policy.target import Target as CascadeTarget
+from jouleroute.evaluation.deployed import selection_matrix
+from jouleroute.policy.singles import pick_singles
 from tests.cascade.pool import synthetic_pool
 
 TARGETS = [CascadeTarget(energy_share=0.5), CascadeTarget(energy_share=1.0), CascadeTarget(accuracy_floor=0.8),

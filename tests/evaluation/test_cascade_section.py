@@ -33,7 +33,7 @@ def _pool(n: int = 300, seed: int = 0, answers: bool = True):
 def test_two_cheap_models_that_agree_when_right_reach_the_best_models_accuracy_for_less_energy(tmp_path):
     profile, queries = _pool()
     test = build_matrix(profile, queries, "test", "energy_j")
-    block = cascade_block(profile, queries, test, "energy_j", None, 0.01, 300, 0.95, 0)
+    block = cascade_block(profile, queries, test, "energy_j", None, 0.01, 0.03, 300, 0.95, 0)
     decided = block["decision"]["test"]
     assert decided["chain"] == "cheap_a+cheap_b > big" and decided["accuracy"] == 1.0
     # 2 J for the pair on every query, plus the big model's 10 J on the ~30% they disagree on
@@ -52,7 +52,7 @@ def test_two_cheap_models_that_agree_when_right_reach_the_best_models_accuracy_f
 def test_a_profile_without_answers_says_so_in_one_line(tmp_path):
     profile, queries = _pool(answers=False)
     block = cascade_block(profile, queries, build_matrix(profile, queries, "test", "energy_j"), "energy_j", None,
-                          0.01, 100, 0.95, 0)
+                          0.01, 0.03, 100, 0.95, 0)
     assert set(block) == {"skipped"} and "no answers" in block["skipped"]
     assert cascade_lines(block, "estimated")[-1].startswith("Cascade skipped")
     write_chain_files(block, tmp_path / "cascade")
@@ -60,12 +60,12 @@ def test_a_profile_without_answers_says_so_in_one_line(tmp_path):
 
 
 def test_each_configured_target_and_the_router_s_own_get_a_chain_file_and_an_out_of_fold_check(tmp_path):
-    from jouleroute.cascade.config import CascadeConfig
+    from jouleroute.policy.cascade_config import CascadeConfig
 
     profile, queries = _pool(n=450, seed=3)
     test = build_matrix(profile, queries, "test", "energy_j")
     cfg = CascadeConfig(targets={"nine_tenths": {"energy_share": 0.9}})
-    block = cascade_block(profile, queries, test, "energy_j", None, 0.01, 200, 0.95, 0, cfg, ("accuracy_floor", 0.95))
+    block = cascade_block(profile, queries, test, "energy_j", None, 0.01, 0.03, 200, 0.95, 0, cfg, ("accuracy_floor", 0.95))
     assert set(block["targets"]) == {"nine_tenths", "router_target"}
     assert block["targets"]["router_target"]["selection"]["target"] == {"kind": "accuracy_floor", "value": 0.95}
     for entry in block["targets"].values():  # the pair's lead is real: it survives out of fold

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from jouleroute.evaluation.config import EvaluateConfig
-from jouleroute.evaluation.deployed import choose_deployed, pick_singles, score_deployed
-from jouleroute.routing.target import RouterTarget
+from jouleroute.evaluation.deployed import choose_deployed, score_deployed
+from jouleroute.policy.singles import pick_singles
+from jouleroute.policy.target import Target as RouterTarget
 from tests.evaluation.conftest import profile_rows
 from tests.evaluation.test_selection import _data, _stage_repo
 

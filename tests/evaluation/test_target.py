@@ -13,8 +13,9 @@ from jouleroute.config import ParamsError
 from jouleroute.gateway.build import build_router, target_lam
 from jouleroute.gateway.config import GatewayConfig, GatewayRouterConfig
 from jouleroute.paths import PathsConfig
-from jouleroute.routing.lm.config import RouterConfig
-from jouleroute.routing.target import RouterTarget, TargetNotMet, choose_lambda, resolve_lambda
+from jouleroute.policy.meet import choose_lambda, resolve_lambda
+from jouleroute.policy.router_section import RouterSection as RouterConfig
+from jouleroute.policy.target import Target as RouterTarget, TargetNotMet
 
 
 LAMS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
@@ -41,7 +42,7 @@ def test_a_target_no_lambda_meets_is_reported_not_clipped():
     assert "no λ of the grid meets energy_share 0.05" in choice["reason"]
     sweep = {"lam": LAMS, "accuracy": ACC, "j_per_query": JOULES, "best_single_accuracy": 0.8,
              "best_single_j_per_query": 10.0}
-    with pytest.raises(TargetNotMet, match="the most accurate λ \\(0.01\\) reaches 0.820"):
+    with pytest.raises(TargetNotMet, match="the most accurate reaches 0.8200 \\(at λ=0.01\\)"):
         resolve_lambda(RouterTarget(accuracy_floor=0.9), sweep)
 
 

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from jouleroute.best_single import best_single
 from jouleroute.routing.base import Router, Scores
 from jouleroute.routing.baselines.simple import RuleSetup, fixed_scores, query_ids_of
 from jouleroute.routing.families import register_family
@@ -41,11 +42,10 @@ class TaskBestRouter(Router):
         rows = profile[(profile["split"] == split) & profile["candidate_id"].isin(self.candidates)]
         if rows.empty:
             raise ValueError(f"task_best: no '{split}' profile rows for the pool {self.candidates}")
-        order = {c: i for i, c in enumerate(self.candidates)}
-
-        def best(frame: pd.DataFrame) -> str:
+        def best(frame: pd.DataFrame) -> str:  # the pool's order breaks exact ties
             stats = frame.groupby("candidate_id").agg(acc=("correct", "mean"), joules=(energy_column, "mean"))
-            return min(stats.index, key=lambda c: (-stats.at[c, "acc"], stats.at[c, "joules"], order[c]))
+            stats = stats.reindex([c for c in self.candidates if c in stats.index])
+            return str(stats.index[best_single(stats["acc"], stats["joules"])])
 
         self.by_task = {str(task): best(group) for task, group in rows.groupby("task")}
         self.overall = best(rows)

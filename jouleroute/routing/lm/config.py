@@ -7,7 +7,6 @@ from typing import Literal
 from pydantic import Field
 
 from jouleroute.routing.scores import DEFAULT_LAM
-from jouleroute.routing.target import RouterTarget
 from jouleroute.strict import StrictModel
 
 # auto: bf16 on CUDA, fp32 on CPU (reproducible on any CPU: what evaluation uses); native: bf16 wherever the
@@ -24,9 +23,6 @@ class RouterConfig(StrictModel):
     # `jouleroute where` quote a swept family, and the LM mix the random rule copies. The deployed λ is not this
     # one: evaluate chooses it on selection data for `target` (evaluation/deployed.py)
     lam: float = Field(default=DEFAULT_LAM, ge=0)
-    # a target instead of a λ: {energy_share: 0.5} (of the best single model's energy) or {accuracy_floor: 0.8};
-    # evaluate chooses the λ that meets it on val and shows how test met it (routing/target.py)
-    target: RouterTarget | None = None
     # how a batch window's energy is split across its queries (latency: each query waited the window)
     overhead_split: Literal["even", "tokens"] = "tokens"
     device: Device = "auto"

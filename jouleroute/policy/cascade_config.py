@@ -2,24 +2,26 @@
 
 - ``enabled``: search and report cascades when the profile carries answers (a pool without says so in one line);
 - ``targets``: the chains chosen, by the name the report, metrics.json and the chain file (``cascade/<name>.json``)
-  carry, each a ``target.CascadeTarget``. The defaults: ``iso_accuracy`` (the router's default target) and
+  carry, each a ``policy.target.Target``. The defaults: ``iso_accuracy`` (the router's default target) and
   ``above_best`` (above the best single's accuracy by a paired interval). The deployed router's own target
   (``router.target``) is added as ``router_target`` when it is none of these, so the cascade is always chosen for
   what the router was; the decision figure (``energy_share: 1.0``) is always reported;
 - ``max_stage_size``: the largest non-final stage (2: pairs; 3 adds triples, O(K⁶) chains; search.py);
 - ``cross_fit_folds``: each target's *rule* is also scored out of fold on the selection data (choose on k−1
-  folds, score on the held-out one; crossfit.py): how much of a chain's selection lead survives the choice among
+  folds, score on the held-out one; policy/cascade_choice.py): how much of a chain's selection lead survives the choice among
   thousands. 0 or 1 turns it off.
+
+It lives in the policy layer because its targets are the policy's one ``Target``.
 """
 
 from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from jouleroute.cascade.target import CascadeTarget
+from jouleroute.policy.target import Target
 from jouleroute.strict import StrictModel
 
-DEFAULT_TARGETS = {"iso_accuracy": CascadeTarget(iso_accuracy=True), "above_best": CascadeTarget(above_best=0.0)}
+DEFAULT_TARGETS = {"iso_accuracy": Target(iso_accuracy=True), "above_best": Target(above_best=0.0)}
 ROUTER_TARGET = "router_target"
 
 
@@ -27,13 +29,13 @@ class CascadeConfig(StrictModel):
     """The evaluate stage's cascade search (module doc)."""
 
     enabled: bool = True
-    targets: dict[str, CascadeTarget] = Field(default_factory=lambda: dict(DEFAULT_TARGETS))
+    targets: dict[str, Target] = Field(default_factory=lambda: dict(DEFAULT_TARGETS))
     max_stage_size: int = Field(default=2, ge=2, le=3)
     cross_fit_folds: int = Field(default=5, ge=0, le=20)
 
     @field_validator("targets")
     @classmethod
-    def _names_are_file_names(cls, targets: dict[str, CascadeTarget]) -> dict[str, CascadeTarget]:
+    def _names_are_file_names(cls, targets: dict[str, Target]) -> dict[str, Target]:
         odd = [n for n in targets if not n.replace("_", "").replace("-", "").isalnum()]
         if odd:
             raise ValueError(f"evaluate.cascade.targets: names become chain files (cascade/<name>.json); use "
@@ -43,13 +45,13 @@ class CascadeConfig(StrictModel):
                              "the evaluate stage; name yours otherwise")
         return targets
 
-    def with_router_target(self, kind: str | None, value: float | None) -> dict[str, CascadeTarget]:
+    def with_router_target(self, kind: str | None, value: float | None) -> dict[str, Target]:
         """``targets`` plus the deployed router's (``kind``: iso_accuracy, energy_share or accuracy_floor) when
         it is none of them."""
         targets = dict(self.targets)
         if kind is None:
             return targets
-        mine = CascadeTarget(**({"iso_accuracy": True} if kind == "iso_accuracy" else {kind: value}))
+        mine = Target.of(kind, value)
         if mine not in targets.values():
             targets[ROUTER_TARGET] = mine
         return targets

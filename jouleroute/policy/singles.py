@@ -1,0 +1,48 @@
+"""The single models a user could deploy without a router, chosen by one rule.
+
+- **best single**: the most accurate candidate on the queries given (ties to the cheaper, then the first;
+  jouleroute/best_single.py);
+- **the single a target picks alone** (``single_for_target``): the cheapest candidate meeting an accuracy target
+  (for ``iso_accuracy``: within the tolerance of the best single, the *reference single* a user picks from the
+  tournament alone), the most accurate one within an energy share; an ``above_best`` target is met by no single.
+
+Every figure is a mean over the same queries (``[queries, candidates]`` outcomes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jouleroute.best_single import best_single
+from jouleroute.policy.target import Target
+
+_EPS = 1e-12
+
+
+def best_column(correct: np.ndarray, energy: np.ndarray) -> int:
+    """``best_single`` of ``[queries, candidates]`` outcomes."""
+    return best_single(correct.mean(axis=0), energy.mean(axis=0))
+
+
+def single_for_target(target: Target, correct: np.ndarray, energy: np.ndarray, tolerance: float) -> int | None:
+    """The column of the single model ``target`` picks alone (module doc); ``None`` when no single meets it."""
+    acc, joules = correct.mean(axis=0), energy.mean(axis=0)
+    best = best_single(acc, joules)
+    share = joules / joules[best] if joules[best] > 0 else np.where(joules > 0, np.inf, 1.0)
+    order = range(len(acc))
+    if target.kind == "above_best":
+        return None
+    if target.kind == "energy_share":
+        ok = [c for c in order if share[c] <= target.value + _EPS]
+        return max(ok, key=lambda c: (float(acc[c]), -float(share[c]), -c)) if ok else None
+    floor = acc[best] - tolerance if target.kind == "iso_accuracy" else target.value
+    ok = [c for c in order if acc[c] >= floor - _EPS]
+    return min(ok, key=lambda c: (float(share[c]), -float(acc[c]), c)) if ok else None
+
+
+def pick_singles(correct: np.ndarray, energy: np.ndarray, tolerance: float) -> tuple[int, int]:
+    """(best, reference) columns: the best single, and the cheapest within ``tolerance`` of it (ties to the more
+    accurate): what the default ``iso_accuracy`` target picks alone."""
+    best = best_column(correct, energy)
+    ref = single_for_target(Target(iso_accuracy=True), correct, energy, tolerance)
+    return best, best if ref is None else ref
