@@ -26,7 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from jouleroute.gateway.auth import bearer_key
 from jouleroute.gateway.limits import retry_after
 from jouleroute.gateway.protocol import (WEIGHT_HEADER, GatewayError, Kind, ParsedRequest, Receipt, parse_request,
-                                         parse_weight, sse)
+                                         parse_weight, request_schema, sse)
 from jouleroute.gateway.service import Gateway
 from jouleroute.gateway.upstreams import Answer, Stream, UpstreamError
 
@@ -196,11 +196,11 @@ def create_app(gw: Gateway) -> FastAPI:
         finally:
             finish(visit)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", openapi_extra=openapi_operation(gw, "chat"))
     async def chat_completions(http: Request):
         return await complete(http, "chat")
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", openapi_extra=openapi_operation(gw, "completion"))
     async def completions(http: Request):
         return await complete(http, "completion")
 
@@ -230,3 +230,29 @@ def create_app(gw: Gateway) -> FastAPI:
         return Response(gw.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+# What a completion request can be answered with besides 200 (module docstring; docs/gateway.md, "Security and limits")
+ERRORS = {"400": "malformed JSON, a missing or wrong field, a prompt or max_tokens over the limits, an energy weight "
+                 "outside the trained range", "401": "missing or invalid API key",
+          "404": "a model not served here", "413": "the body exceeds limits.max_body_bytes",
+          "429": "the key's rate limit (Retry-After)", "502": "the upstream failed or answered with no text (naming it)",
+          "503": "the gateway is full (limits.max_pending; Retry-After)", "504": "the upstream timed out (naming it)"}
+
+
+def openapi_operation(gw: Gateway, kind: Kind) -> dict:
+    """The request body, the energy-weight header and the error answers of a completion endpoint, for
+    ``/openapi.json`` (the handlers read the raw body, so FastAPI cannot infer them)."""
+    weight_range = tuple(gw.router.lambda_range) if gw.router is not None else None
+    error = {"application/json": {"schema": {"type": "object", "required": ["error"], "properties": {
+        "error": {"type": "object", "required": ["message", "type"],
+                  "properties": {"message": {"type": "string"}, "type": {"type": "string"}}}}}}}
+    header = {"type": "number"} | ({"minimum": weight_range[0], "maximum": weight_range[1]} if weight_range else {})
+    return {
+        "requestBody": {"required": True, "content": {"application/json": {
+            "schema": request_schema(kind, gw.models, weight_range)}}},
+        "parameters": [{"name": "X-Energy-Weight", "in": "header", "required": False, "schema": header,
+                        "description": "the energy weight λ (or the body's energy_weight)"}],
+        "responses": {"200": {"description": "the answer (a JSON body, or an event stream when stream is true)"}}
+        | {code: {"description": why, "content": error} for code, why in ERRORS.items()},
+    }

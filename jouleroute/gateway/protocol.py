@@ -53,10 +53,13 @@ def _text(content) -> str:
 def parse_request(raw: bytes, kind: Kind) -> ParsedRequest:
     try:
         body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError) as error:  # ValueError: also an integer past Python's 4,300 digits
         raise GatewayError(400, f"the request body is not valid JSON: {error}") from None
+    except RecursionError:  # e.g. [[[[...]]]] thousands deep: the parser's own limit, not the gateway's fault
+        raise GatewayError(400, "the request body is not valid JSON: nested too deeply to read") from None
     if not isinstance(body, dict):
         raise GatewayError(400, "the request body must be a JSON object")
+    _check_unicode(body)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise GatewayError(400, "'model' is required: 'jouleroute-auto' or a candidate id (GET /v1/models)")
@@ -85,19 +88,69 @@ def parse_request(raw: bytes, kind: Kind) -> ParsedRequest:
     if not isinstance(task, str):
         raise GatewayError(400, f"'task' must be a string, got {task!r}")
     weight = parse_weight(body["energy_weight"], "the body field energy_weight") if "energy_weight" in body else None
-    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise GatewayError(400, f"'stream_options' must be an object such as {{\"include_usage\": true}}, got {options!r}")
+    include_usage = bool((options or {}).get("include_usage"))
     upstream = {k: v for k, v in body.items() if k not in GATEWAY_FIELDS}
     return ParsedRequest(kind, upstream, model, stream, include_usage, max_tokens, route_text, all_text, task, weight)
+
+
+def _check_unicode(body: dict) -> None:
+    """A JSON string may escape half a UTF-16 surrogate pair (``"\\ud800"``): Python reads it, but no tokenizer, log
+    line or upstream body can encode it as UTF-8. Refused here, as the request's fault, before anything reads it."""
+    try:
+        json.dumps(body, ensure_ascii=False).encode()
+    except UnicodeEncodeError as error:
+        bad = error.object[error.start:error.end]
+        raise GatewayError(400, f"the request body is not valid Unicode: it escapes an unpaired surrogate "
+                                f"({bad.encode('unicode_escape').decode()}); send UTF-8 text") from None
+    except RecursionError:
+        raise GatewayError(400, "the request body is not valid JSON: nested too deeply to read") from None
 
 
 def parse_weight(value, where: str) -> float:
     try:
         weight = float(value)
+    except OverflowError:  # an integer too large for a float (JSON integers have no size limit)
+        raise GatewayError(400, f"{where} must be a finite number, got an integer of {value.bit_length()} bits") \
+            from None
     except (TypeError, ValueError):
         raise GatewayError(400, f"{where} must be a number, got {value!r}") from None
     if isinstance(value, bool) or not math.isfinite(weight):
         raise GatewayError(400, f"{where} must be a finite number, got {value!r}")
     return weight
+
+
+def request_schema(kind: Kind, models: list[str], weight_range: tuple[float, float] | None) -> dict:
+    """The JSON schema of a request body as ``parse_request`` reads it, for the gateway's OpenAPI document
+    (``/openapi.json``): the fields the gateway checks, typed as it checks them; any other field is passed to the
+    upstream as it came. ``models``: the served ones (another is a 404); ``weight_range``: the router's trained
+    λ range (outside it, a 400)."""
+    weight = {"type": "number"} | ({"minimum": weight_range[0], "maximum": weight_range[1]} if weight_range else {})
+    part = {"type": "object", "properties": {"type": {"type": "string"}, "text": {"type": "string"}}}
+    common = {
+        "model": {"type": "string", "enum": models} if models else {"type": "string", "minLength": 1},
+        "max_tokens": {"type": "integer", "minimum": 1},
+        "stream": {"type": "boolean"},
+        "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
+        "stop": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "energy_weight": weight | {"description": "the energy weight λ (or the X-Energy-Weight header)"},
+        "task": {"type": "string", "description": "a task the router was trained on"},
+    }
+    if kind == "chat":
+        message = {"type": "object", "required": ["role", "content"],
+                   "properties": {"role": {"type": "string", "enum": ["system", "user", "assistant"]},
+                                  "content": {"anyOf": [{"type": "string"}, {"type": "array", "items": part}]}}}
+        own = {"messages": {"type": "array", "minItems": 1, "items": message},
+               "max_completion_tokens": {"type": "integer", "minimum": 1}}
+        required = ["model", "messages"]
+    else:
+        own = {"prompt": {"anyOf": [{"type": "string"},
+                                    {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1}]}}
+        required = ["model", "prompt"]
+    return {"type": "object", "required": required, "properties": common | own}
 
 
 def new_id(kind: Kind) -> str:
