@@ -24,6 +24,22 @@ def _dataset_of(found: str, ctx) -> str | None:
         return load_manifest(ctx.path("data_manifest")).owner_of(Path(found), root)
     except ManifestError:
         return None
+def _fetch_hint(message: str, ctx) -> str | None:
+    """How to fetch a data-root file the message names as missing: the whole root (`make setup`) when it is
+    absent or empty, else the dataset that holds the file."""
+    found = message.split(": ", 1)[0]
+    if ctx is None or ": missing" not in message or Path(found).exists():
+        return None
+    root = ctx.path("data_root")
+    shown = os.path.relpath(root) if root.is_absolute() else str(root)
+    if not root.is_dir() or not any(root.iterdir()):
+        return (f" (the data root {shown} is {'empty' if root.is_dir() else 'missing'}: run `make setup`, which "
+                "fills it from ../shared/data or the original sources, or `jouleroute data fetch --from DIR` on a "
+                "copy; docs/data.md)")
+    dataset = _dataset_of(str(Path(found).resolve()), ctx)
+    return f": run `jouleroute data fetch {dataset}` (docs/data.md)" if dataset else None
+
+
 def _message(exc: BaseException) -> str:
     """The error's own text: a KeyError's str() wraps it in quotes, so its argument is taken as it is; any
     other message is kept whole (stripping quotes lost the closing one of ``got '2'``)."""
@@ -70,5 +86,5 @@ def expected_error(exc: BaseException, ctx) -> str | None:
         return "model server: " + _one_line(str(exc))
     if isinstance(exc, (BenchmarkDataError, OutcomeTableError, ManifestError, UnknownTaskError, OracleSanityError,
                         TrackingStoreError)):
-        return "data error: " + _one_line(_message(exc))
+        return "data error: " + _one_line(_message(exc)) + (_fetch_hint(_message(exc), ctx) or "")
     return None

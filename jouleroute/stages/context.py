@@ -100,8 +100,9 @@ class StageContext:
         return ([beside] if beside.exists() and beside.resolve() != main.resolve() else []) + [main]
 
     def require_inputs(self, stage: str) -> None:
-        """The stage's inputs made by other stages (its dvc.yaml deps) exist, or one line names the fix.
-        A stage module's ``OPTIONAL_INPUTS`` names those it can do without."""
+        """The stage's inputs made by other stages (its dvc.yaml deps) exist and can be read, and a stage after
+        `validate` builds on a validated profile (stages/inputs.py), or one line names the fix. A stage module's
+        ``OPTIONAL_INPUTS`` names those it can do without."""
         optional = getattr(import_module(f"jouleroute.stages.{stage}"), "OPTIONAL_INPUTS", ())
         for name in table.inputs(stage, [p for p in self.dvc_yamls if p.exists()]):
             if name in optional:
@@ -111,6 +112,10 @@ class StageContext:
                 shown = self.path(name).relative_to(self.root) if self.path(name).is_relative_to(self.root) \
                     else self.path(name)
                 raise MissingInput(f"missing input {shown}: run `{self.repro_hint(producer)}` first")
+        from jouleroute.stages.inputs import check_inputs
+
+        check_inputs(self, stage, [n for n in table.inputs(stage, [p for p in self.dvc_yamls if p.exists()])
+                                   if self.path(n).exists()])
 
     def check_outputs(self, stage: str) -> None:
         """A copy's stage never writes what a pipeline's dvc.yaml tracks (its own params file's outputs); one line

@@ -155,9 +155,10 @@ def test_a_data_error_is_one_line_naming_file_and_row(tmp_path, monkeypatch, cap
 
 
 def _copy_inputs(tiny_repo, work):
-    if not (tiny_repo / "artifacts/tournament/profile.parquet").exists():
-        run([str(BIN / "dvc"), "repro", "tournament"], tiny_repo)
-    for item in ("artifacts/prepare", "artifacts/tournament", "params.yaml"):
+    """The profile and its validation: stages after `validate` refuse a profile that did not pass it."""
+    if not (tiny_repo / "artifacts/validate/report.json").exists():
+        run([str(BIN / "dvc"), "repro", "validate"], tiny_repo)
+    for item in ("artifacts/prepare", "artifacts/tournament", "artifacts/validate", "params.yaml"):
         (shutil.copytree if (tiny_repo / item).is_dir() else shutil.copy2)(tiny_repo / item, work / item)
 
 
