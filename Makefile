@@ -6,11 +6,14 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 STAMP := $(VENV)/.jouleroute-installed
 
-# Offline by default, telemetry off (see README "Offline").
+# Offline by default, telemetry off (see README "Offline"). JOULEROUTE_ONLINE=1 (e.g. `JOULEROUTE_ONLINE=1 make run`)
+# lets the Hugging Face Hub be reached, for `prepare.source: hf` (docs/tasks.md); the CLI reads the same switch.
+ifneq ($(JOULEROUTE_ONLINE),1)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
-export HF_HUB_DISABLE_TELEMETRY := 1
 export HF_DATASETS_OFFLINE := 1
+endif
+export HF_HUB_DISABLE_TELEMETRY := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 export MLFLOW_DISABLE_TELEMETRY := true
@@ -26,7 +29,8 @@ export PIP_PROGRESS_BAR := off
 export PIP_NO_WARN_SCRIPT_LOCATION := 1
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run study study-heldout test test-all bench ui-mlflow ui-prefect prefect-server prefect-server-stop clean test-fast browser verifier-study
+.PHONY: setup run study study-heldout test test-fast test-slow test-all bench ui-mlflow ui-prefect prefect-server \
+	prefect-server-stop clean browser verifier-study
 
 # (Re)install when pyproject.toml changes. torch==2.13.0 goes first: it is the CPU
 # wheel on disk, and anything that depends on torch would otherwise pull a CUDA build.
@@ -42,6 +46,7 @@ $(STAMP): pyproject.toml
 
 # The browser tests drive Debian's headless Chromium: installed here when it is missing and this can
 # (root with apt); otherwise they skip with that reason, and `.ci/run` makes a missing browser a failure.
+# Only `make test` (and test-all) needs it: `make run` and `make setup` never install a browser.
 browser:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
@@ -50,7 +55,7 @@ browser:
 # The data root (paths.data_root, docs/data.md): external data is copied from ../shared/data when it is beside
 # the project, else from the original URLs, every file checked against data/manifest.yaml. A dataset no source
 # has is named in one line here; `make run` then refuses before any stage runs.
-setup: $(STAMP) browser
+setup: $(STAMP)
 	@rm -f $(VENV)/.jouleroute-path-hook $(VENV)/lib/python*/site-packages/jouleroute-venv-path.pth  # an older venv's start-up hook
 	@test -d .dvc || $(BIN)/dvc init -q
 	@$(BIN)/jouleroute --no-progress data fetch --setup
@@ -84,7 +89,7 @@ study-heldout: setup
 # TEST_WORKERS pytest-xdist workers, a test file each at a time (--dist loadfile: a file's module fixtures are
 # built once); TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
-test: setup
+test: setup browser
 	$(PY) -m pytest -m "not slow and not gpu" -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The fast tier alone (about 90 s on 2 cores): in-process unit tests on tiny data, no services.
@@ -125,8 +130,11 @@ prefect-server: setup
 prefect-server-stop: setup
 	$(BIN)/jouleroute-flow server stop
 
+# Removes what the pipelines generated in the workspace (every pipeline's artifacts, the MLflow stores), never a
+# tracked file (dvc.lock, metrics.json, the pages) nor the DVC cache: `dvc checkout` (or `jouleroute repro`, which
+# restores what is cached instead of rerunning it) brings the outputs back, and `exp apply` keeps working.
 clean:
-	rm -rf artifacts mlruns .dvc/cache dvc.lock studies/*/artifacts
+	rm -rf artifacts mlruns studies/*/artifacts dvc_plots
 
 # The LM router as a cascade's verifier (docs/cascade-verifier.md): on the zeroeval-math study's artifacts (make study STUDY=zeroeval-math first).
 verifier-study: setup

@@ -1,4 +1,8 @@
-"""Offline by default: no hub downloads, no telemetry. Users who are online can override any of these."""
+"""Offline by default: no hub downloads, no telemetry. Users who are online can override any of these.
+
+``JOULEROUTE_ONLINE=1`` is the one switch for the Hugging Face Hub (``prepare.source: hf``, docs/tasks.md): the
+three ``*_OFFLINE`` variables are then set to 0, whatever a shell or the Makefile exported; telemetry stays off.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +23,18 @@ OFFLINE_DEFAULTS = {
 }
 
 
+HUB_OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
+def online() -> bool:
+    """The user asked for the Hub: ``JOULEROUTE_ONLINE=1``."""
+    return os.environ.get("JOULEROUTE_ONLINE", "").strip().lower() in ("1", "true", "yes")
+
+
 def set_offline_defaults() -> None:
-    """Set each variable unless the user already chose a value."""
+    """Set each variable unless the user already chose a value; with ``JOULEROUTE_ONLINE=1`` the Hub is reachable."""
     for key, value in OFFLINE_DEFAULTS.items():
-        os.environ.setdefault(key, value)
+        if key in HUB_OFFLINE and online():
+            os.environ[key] = "0"
+        else:
+            os.environ.setdefault(key, value)
