@@ -126,7 +126,9 @@ def _summary(out: pd.DataFrame, cfg: LabelsConfig, reasons: dict[str, str], feed
             "unlabelled_rows": int(rows["label_source"].isna().sum())}
     summary = {"source": cfg.source, "reference": cfg.reference, "by_task": by_task,
                "labelled_queries": sum(t["labelled_queries"] for t in by_task.values()),
-               "unlabelled_queries": sum(t["unlabelled_queries"] for t in by_task.values())}
+               "unlabelled_queries": sum(t["unlabelled_queries"] for t in by_task.values()),
+               "unlabelled_by_reason": dict(sorted(sum((Counter(t["unlabelled_by_reason"]) for t in by_task.values()),
+                                                       Counter()).items()))}
     if cfg.reference:
         summary["reference_correct_by_definition"] = (
             f"{cfg.reference}'s own answers are labelled correct wherever it gave a comparable one: its accuracy "

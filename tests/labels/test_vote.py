@@ -42,6 +42,7 @@ def test_a_tie_and_a_query_without_answers_get_no_label_and_are_counted():
     labelled = apply_labels(gold, LabelsConfig(source="vote"))
     summary = labelled.summary["by_task"]["gsm8k"]
     assert summary["unlabelled_by_reason"] == {"no_answer": 1, "tie": 1}
+    assert labelled.summary["unlabelled_by_reason"] == {"no_answer": 1, "tie": 1}
     assert summary["labelled_queries"] == 2 and summary["unlabelled_rows"] == 8
     first = labelled.profile[labelled.profile["query_id"] == "gsm8k/q000"].set_index("candidate_id")["correct"]
     assert first.to_dict() == {"a": 1.0, "b": 1.0, "c": 0.0, "d": 0.0}  # 1 has two votes, 2 and 3 one each
