@@ -58,10 +58,13 @@ class RemoteUpstream(Upstream):
         path = "/chat/completions" if request.kind == "chat" else "/completions"
         return self.base_url + path, body
 
-    def _error(self, error: Exception) -> UpstreamError:
+    def _error(self, error: Exception, mid_stream: bool = False) -> UpstreamError:
+        """A transport failure as the gateway's 502/504. ``mid_stream``: the stream had opened (a 200 and its
+        headers), so the upstream was reached and then went away or fell silent."""
         if isinstance(error, asyncio.TimeoutError):
-            return UpstreamError(self.where, 504, "timed out")
-        return UpstreamError(self.where, 502, f"unreachable ({type(error).__name__}: {error})")
+            return UpstreamError(self.where, 504, "timed out" + (" mid-stream" if mid_stream else ""))
+        what = "failed mid-stream" if mid_stream else "unreachable"
+        return UpstreamError(self.where, 502, f"{what} ({type(error).__name__}: {error})")
 
     def _answer(self, body: dict | None, usage: dict | None) -> Answer:
         if not usage or "prompt_tokens" not in usage or "completion_tokens" not in usage:
@@ -135,7 +138,7 @@ class RemoteUpstream(Upstream):
                 yield chunk
             finished = True
         except (aiohttp.ClientError, asyncio.TimeoutError) as error:
-            raise self._error(error) from error
+            raise self._error(error, mid_stream=True) from error
         finally:
             response.release()
             if not finished:
