@@ -4,7 +4,8 @@ Each figure sits between ``<!-- generated:NAME:begin -->`` and ``<!-- generated:
 markers; this script rewrites what lies between them from where the figure comes from:
 
     stages        README.md           the stage order, from dvc.yaml
-    lambda-reruns README.md           what a λ experiment (-S router.lam=...) reruns, from dvc.yaml's params and deps
+    target-reruns README.md           what a target experiment (-S +router.target...) reruns, from dvc.yaml's params
+                                      and deps
     study-size    README.md           the replay study's split sizes, from its query table (`make study`)
     replay-pool   docs/replay.md      the replay pool per split, from its profile (`make study`)
     models        docs/backends.md    the converted models' size and parameters, from their manifests (`make run`)
@@ -49,12 +50,14 @@ def stages() -> str:
     return "```\n" + " -> ".join(stage_order(ROOT / "dvc.yaml")) + "\n```"
 
 
-def lambda_reruns() -> str:
+def target_reruns() -> str:
+    """What README's experiment (a deployment target) reruns: the deployed point moves, the tournament stays."""
     from jouleroute.stages.table import rerun_by
 
-    names = [f"`{n}`" for n in rerun_by("router.lam", ROOT / "dvc.yaml")]
+    names = [f"`{n}`" for n in rerun_by("router.target", ROOT / "dvc.yaml")]
     listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-    return f"(a λ experiment reruns {listed}: the stages whose params name `router.lam`, and what reads their outputs):"
+    return (f"(a target experiment reruns {listed}: the stages whose params name `router.target` or its section, "
+            "and what reads their outputs):")
 
 
 def mlflow_runs() -> str:
@@ -314,7 +317,7 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "cascades": ("README.md", cascades),
     "phase-across-pools": ("README.md", phase_across_pools),
     "stages": ("README.md", stages),
-    "lambda-reruns": ("README.md", lambda_reruns),
+    "target-reruns": ("README.md", target_reruns),
     "mlflow-runs": ("README.md", mlflow_runs),
     "study-size": ("README.md", study_size),
     "replay-pool": ("docs/replay.md", replay_pool),

@@ -35,5 +35,5 @@ def test_the_layout_names_every_part_of_the_library():
 def test_the_metrics_are_defined_where_the_readme_first_shows_them():
     first_use = README.index("AIQ")
     definitions = README[first_use:first_use + 3000]
-    for term in ("**AIQ**", "**APGR**", r"**λ\***", "**λ**"):
+    for term in ("**AIQ**", "**PGR**", r"**λ\***", "**λ**"):
         assert term in definitions, term

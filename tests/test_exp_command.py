@@ -28,3 +28,20 @@ def test_a_typo_or_a_wrong_type_is_one_line_and_the_file_is_untouched(tmp_path):
     assert wrong.startswith("params.yaml with -S router.lam=lots: router.lam:") and "\n" not in wrong
     assert "key=value" in check_overrides(params, ["-S", "router.lam"])
     assert params.read_text() == before
+
+
+def test_hydra_prefixes_add_set_and_delete_keys_as_dvc_reads_them(tmp_path):
+    """README's experiment sets a target that params.yaml lacks: `+key` adds it; without `+` DVC would refuse, so
+    the check says so in one line; `+` on a key that is there, and a target that is no target, are refused too."""
+    params = tmp_path / "params.yaml"
+    shutil.copy2(REPO / "params.yaml", params)
+    before = params.read_text()
+    assert check_overrides(params, ["-S", "+router.target.energy_share=0.5", "-n", "half"]) is None
+    assert check_overrides(params, ["-S", "++router.lam=1.0"]) is None
+    assert check_overrides(params, ["-S", "~router.threads"]) is None
+    plain = check_overrides(params, ["-S", "router.target.energy_share=0.5"])
+    assert "has no router.target.energy_share yet; add it with -S +router.target.energy_share=0.5" in plain
+    assert "already in params.yaml; set it with -S router.lam=1.0" in check_overrides(params, ["-S", "+router.lam=1.0"])
+    bad = check_overrides(params, ["-S", "+router.target.energy_shar=0.5"])
+    assert "router.target.energy_shar" in bad and "\n" not in bad
+    assert params.read_text() == before

@@ -117,21 +117,52 @@ def overrides(argv: list[str], params_path: Path) -> list[str]:
     return found
 
 
+def _holds(raw: dict, key: str) -> bool:
+    """Whether the params ``raw`` hold the dotted ``key`` (a list index counts)."""
+    node = raw
+    for part in key.split("."):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return False
+    return True
+
+
 def check_overrides(params_path: Path, argv: list[str]) -> str | None:
     """None when the params with every override applied are valid, else one line naming the override."""
     assignments = overrides(argv, params_path)
     if not assignments:
         return None
     raw = yaml.safe_load(params_path.read_text()) or {}
+    absent = []
     for assignment in assignments:
         key, sep, value = assignment.partition("=")
-        if not sep or not key:
-            return f"-S {assignment}: write it as key=value, e.g. -S router.lam=1.0"
+        # Hydra's prefixes, as DVC reads -S: `+key` adds a key the file lacks, `++key` sets it either way, `~key`
+        # deletes it; a plain `key` must already be in the file
+        prefix = next((p for p in ("++", "+", "~") if key.startswith(p)), "")
+        key = key[len(prefix):]
+        if not key or not (sep or prefix == "~"):
+            return f"-S {assignment}: write it as key=value, e.g. -S evaluate.accuracy_tolerance=0.02"
+        there = _holds(raw, key)
+        if prefix == "" and not there:  # a typo is named below; a right key the file lacks needs Hydra's +
+            absent.append(assignment)
+        if prefix == "+" and there:
+            return f"-S {assignment}: {key} is already in {params_path.name}; set it with -S {assignment[1:]}"
         node, parts = raw, key.split(".")
         for part in parts[:-1]:
-            node = node[int(part)] if isinstance(node, list) and part.isdigit() else node.setdefault(part, {})
+            if isinstance(node, list) and part.isdigit():
+                node = node[int(part)]
+            else:
+                if not isinstance(node.get(part), (dict, list)):
+                    node[part] = {}  # an added key's parent: absent, or null (`target:`)
+                node = node[part]
         last = parts[-1]
-        if isinstance(node, list) and last.isdigit():
+        if prefix == "~":
+            if isinstance(node, dict):
+                node.pop(last, None)
+        elif isinstance(node, list) and last.isdigit():
             node[int(last)] = yaml.safe_load(value)
         else:
             node[last] = yaml.safe_load(value)
@@ -145,4 +176,7 @@ def check_overrides(params_path: Path, argv: list[str]) -> str | None:
             return (f"{params_path.name} with -S {' -S '.join(assignments)}: "
                     + "; ".join(line.strip(" -") for line in lines[1:] or lines)
                     + f" (nothing was changed; `jouleroute check-params` checks {params_path.name})")
+    if absent:
+        return (f"-S {absent[0]}: {params_path.name} has no {absent[0].partition('=')[0]} yet; add it with "
+                f"-S +{absent[0]} (DVC's -S is Hydra's override syntax; nothing was changed)")
     return None
