@@ -250,7 +250,8 @@ def openapi_operation(gw: Gateway, kind: Kind) -> dict:
     header = {"type": "number"} | ({"minimum": weight_range[0], "maximum": weight_range[1]} if weight_range else {})
     return {
         "requestBody": {"required": True, "content": {"application/json": {
-            "schema": request_schema(kind, gw.models, weight_range)}}},
+            "schema": request_schema(kind, gw.models, weight_range, gw.cfg.limits.max_output_tokens,
+                                     gw.router.known_tasks() if gw.router is not None else None)}}},
         "parameters": [{"name": "X-Energy-Weight", "in": "header", "required": False, "schema": header,
                         "description": "the energy weight λ (or the body's energy_weight)"}],
         "responses": {"200": {"description": "the answer (a JSON body, or an event stream when stream is true)"}}

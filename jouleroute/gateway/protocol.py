@@ -40,6 +40,7 @@ class ParsedRequest:
     all_text: str  # every prompt character, for the token limit
     task: str
     weight: float | None  # from the body (extra_body)
+    max_tokens_asked: int | None = None  # the larger of max_tokens and max_completion_tokens: what the limit checks
 
 
 def _text(content) -> str:
@@ -78,9 +79,18 @@ def parse_request(raw: bytes, kind: Kind) -> ParsedRequest:
         if not isinstance(prompt, str):
             raise GatewayError(400, "'prompt' must be one string (batched prompts are not supported)")
         route_text = all_text = prompt
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
-        raise GatewayError(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
+    asked = {}
+    for key in ("max_tokens", "max_completion_tokens"):  # both checked: an upstream may read either
+        value = body.get(key)
+        if value is None:
+            continue
+        if isinstance(value, float) and value.is_integer() and value >= 1:  # 64.0 is an integer in JSON's terms
+            value = body[key] = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise GatewayError(400, f"{key} must be a positive integer, got {value!r}")
+        asked[key] = value
+    # the newer field wins where both are sent (OpenAI's rule); the limit applies to the larger
+    max_tokens = asked.get("max_completion_tokens", asked.get("max_tokens"))
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise GatewayError(400, f"'stream' must be true or false, got {stream!r}")
@@ -93,7 +103,8 @@ def parse_request(raw: bytes, kind: Kind) -> ParsedRequest:
         raise GatewayError(400, f"'stream_options' must be an object such as {{\"include_usage\": true}}, got {options!r}")
     include_usage = bool((options or {}).get("include_usage"))
     upstream = {k: v for k, v in body.items() if k not in GATEWAY_FIELDS}
-    return ParsedRequest(kind, upstream, model, stream, include_usage, max_tokens, route_text, all_text, task, weight)
+    return ParsedRequest(kind, upstream, model, stream, include_usage, max_tokens, route_text, all_text, task, weight,
+                         max(asked.values(), default=None))
 
 
 def _check_unicode(body: dict) -> None:
@@ -122,29 +133,33 @@ def parse_weight(value, where: str) -> float:
     return weight
 
 
-def request_schema(kind: Kind, models: list[str], weight_range: tuple[float, float] | None) -> dict:
+def request_schema(kind: Kind, models: list[str], weight_range: tuple[float, float] | None,
+                   max_output_tokens: int | None = None, tasks: list[str] | None = None) -> dict:
     """The JSON schema of a request body as ``parse_request`` reads it, for the gateway's OpenAPI document
     (``/openapi.json``): the fields the gateway checks, typed as it checks them; any other field is passed to the
     upstream as it came. ``models``: the served ones (another is a 404); ``weight_range``: the router's trained
-    λ range (outside it, a 400)."""
+    λ range (outside it, a 400); ``max_output_tokens``: the gateway's limit on ``max_tokens`` (above it, a 400);
+    ``tasks``: the tasks the router knows (another is a 400), when it names them."""
     weight = {"type": "number"} | ({"minimum": weight_range[0], "maximum": weight_range[1]} if weight_range else {})
     part = {"type": "object", "properties": {"type": {"type": "string"}, "text": {"type": "string"}}}
+    tokens = {"type": "integer", "minimum": 1} | ({"maximum": max_output_tokens} if max_output_tokens else {})
     common = {
         "model": {"type": "string", "enum": models} if models else {"type": "string", "minLength": 1},
-        "max_tokens": {"type": "integer", "minimum": 1},
+        "max_tokens": tokens,
         "stream": {"type": "boolean"},
         "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
         "stop": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
         "energy_weight": weight | {"description": "the energy weight λ (or the X-Energy-Weight header)"},
-        "task": {"type": "string", "description": "a task the router was trained on"},
+        "task": {"type": "string", "description": "a task the router was trained on"}
+        | ({"enum": ["", *tasks]} if tasks else {}),
     }
     if kind == "chat":
         message = {"type": "object", "required": ["role", "content"],
                    "properties": {"role": {"type": "string", "enum": ["system", "user", "assistant"]},
                                   "content": {"anyOf": [{"type": "string"}, {"type": "array", "items": part}]}}}
         own = {"messages": {"type": "array", "minItems": 1, "items": message},
-               "max_completion_tokens": {"type": "integer", "minimum": 1}}
+               "max_completion_tokens": tokens}
         required = ["model", "messages"]
     else:
         own = {"prompt": {"anyOf": [{"type": "string"},

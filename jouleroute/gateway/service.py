@@ -66,8 +66,9 @@ class Gateway:
         if n > limit:
             raise GatewayError(400, f"the prompt is {n} {how}; this gateway accepts at most {limit} "
                                     "(gateway.limits.max_prompt_tokens)", code="prompt_too_long")
-        if request.max_tokens is not None and request.max_tokens > self.cfg.limits.max_output_tokens:
-            raise GatewayError(400, f"max_tokens={request.max_tokens} exceeds this gateway's limit of "
+        asked = request.max_tokens_asked if request.max_tokens_asked is not None else request.max_tokens
+        if asked is not None and asked > self.cfg.limits.max_output_tokens:
+            raise GatewayError(400, f"max_tokens={asked} exceeds this gateway's limit of "
                                     f"{self.cfg.limits.max_output_tokens} (gateway.limits.max_output_tokens)")
 
     async def route(self, request: ParsedRequest, header_weight: float | None) -> tuple[list[str], Receipt]:

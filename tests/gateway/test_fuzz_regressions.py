@@ -72,3 +72,32 @@ def test_the_openapi_document_describes_the_request_bodies(gateway_url):
         assert schema["properties"]["energy_weight"]["maximum"] == 2.0  # the router's trained range
         assert {"400", "401", "404", "413", "429", "502", "503", "504"} <= set(operation["responses"])
         assert [p["name"] for p in operation["parameters"]] == ["X-Energy-Weight"]
+
+
+def test_an_integral_float_is_an_integer_and_reaches_the_upstream_as_one():
+    """JSON Schema counts 64.0 as an integer (the fuzz sends it where the schema says integer): accepted, and
+    forwarded as 64."""
+    parsed = parse_request(b'{"model": "small", "prompt": "x", "max_tokens": 64.0}', "completion")
+    assert parsed.max_tokens == 64 and type(parsed.body["max_tokens"]) is int
+    with pytest.raises(GatewayError, match="max_tokens must be a positive integer, got 2.5"):
+        parse_request(b'{"model": "small", "prompt": "x", "max_tokens": 2.5}', "completion")
+
+
+def test_max_tokens_cannot_slip_past_the_limit_beside_max_completion_tokens(roomy_gateway):
+    """Both fields are forwarded, and an upstream may read either: each is checked, and the limit (the test
+    gateway's 2048) applies to the larger. Before, max_completion_tokens alone was checked."""
+    parsed = parse_request(b'{"model": "small", "prompt": "x", "max_completion_tokens": 4, "max_tokens": 99999}',
+                           "completion")
+    assert parsed.max_tokens == 4 and parsed.max_tokens_asked == 99999
+    with pytest.raises(GatewayError, match="max_completion_tokens must be a positive integer"):
+        parse_request(b'{"model": "small", "prompt": "x", "max_completion_tokens": "4", "max_tokens": 4}', "completion")
+    response = httpx.post(roomy_gateway + "/v1/completions", headers=AUTH, timeout=30,
+                          content=b'{"model": "small", "prompt": "x", "max_completion_tokens": 4, "max_tokens": 99999}')
+    assert response.status_code == 400 and "max_output_tokens" in response.json()["error"]["message"]
+
+
+def test_the_openapi_document_names_the_known_tasks_and_the_token_limit(gateway_url):
+    schema = httpx.get(gateway_url + "/openapi.json", timeout=30).json()["paths"]["/v1/completions"]["post"][
+        "requestBody"]["content"]["application/json"]["schema"]
+    assert schema["properties"]["task"]["enum"] == ["", "arith"]  # the kNN router of tests/gateway/conftest.py
+    assert schema["properties"]["max_tokens"]["maximum"] == 2048  # gateway.limits.max_output_tokens, the default
