@@ -39,41 +39,28 @@ LM_ALONE = "lm_alone"
 
 
 def headline(metrics: dict, deployed_lam: float) -> dict:
-    """The compact, git-tracked comparison for `dvc metrics show/diff` and `dvc exp show`: ONE file with
-    short keys that are unique (so `dvc exp show` needs no ``file:`` prefix). In order (`dvc exp show` keeps it):
-    the **deployed point** (``dep``: the champion at the λ chosen on selection data, scored once on test: its
-    accuracy and difference to the best single with CI, J/query, energy share of the best single with CI, the
-    routing gain over the reference single with CI), the best and the reference single chosen on selection data
-    (``best``, ``ref``: their test accuracy and J/query), ``aiq.<family>`` for every swept family, the oracle's
-    accuracy, the energy source, and the test-chosen iso-accuracy share as a labelled hindsight bound
-    (``hindsight_iso``). The evaluate run in MLflow carries the same keys (flattened with dots); everything else
-    is in artifacts/evaluate/metrics.json and MLflow, under the same names. ``deployed_lam``: kept for older
-    metrics without a deployed point (the LM router's point nearest it)."""
+    """The compact, git-tracked comparison for `dvc metrics show/diff` and `dvc exp show`: ONE file with short keys
+    that are unique (so `dvc exp show` needs no ``file:`` prefix), narrow enough that the seven pipelines' rows fit
+    a terminal (≤ 250 columns). In order (`dvc exp show` keeps it): the **deployed policy** (``dep``: its kind,
+    ``route`` or ``single``; its name, the router family or the model; the λ of a route; its test accuracy, the
+    difference to the best single, the energy share of the best single, the gain over the reference single and the
+    non-inferiority verdict), the best single's name (``best``), the oracle's accuracy, the energy source, and the
+    test-chosen iso-accuracy share as a labelled hindsight bound (``hindsight_iso``). Intervals, AIQ per family,
+    the cascades and the reference single are in artifacts/evaluate/metrics.json and on the pages, under the same
+    names. ``deployed_lam``: kept for older metrics without a deployed point (the LM router's point nearest it)."""
     rows = headline_rows(metrics, deployed_lam)
     r = lambda x: round(x, 3) if isinstance(x, float) else x
     out: dict = {}
     dep = metrics.get("deployed")
     if dep:
-        lo_hi = lambda name: {"lo": r(dep[f"{name}_ci_low"]), "hi": r(dep[f"{name}_ci_high"])}  # noqa: E731
-        out["dep"] = {"policy": dep.get("policy", "route"), "single": dep.get("single") if dep.get("policy") == "single"
-                      else None, "champion": dep["champion"], "lam": r(dep["lam"]), "acc": r(dep["accuracy"]),
-                      "dacc": r(dep["accuracy_diff_vs_best"]), "dacc_ci": lo_hi("accuracy_diff_vs_best"),
-                      "J": r(dep["j_per_query"]), "share": r(dep["energy_share_of_best"]),
-                      "share_ci": lo_hi("energy_share_of_best"), "gain": r(dep["routing_gain"]),
-                      "gain_ci": lo_hi("routing_gain"), "verdict": dep["noninferiority"]}
-        out["best"] = {"model": dep["best_single"], "acc": r(dep["best_accuracy"]), "J": r(dep["best_j_per_query"])}
-        out["ref"] = {"model": dep["reference_single"], "acc": r(dep["reference_accuracy"]),
-                      "J": r(dep["reference_j_per_query"])}
+        single = dep.get("policy") == "single"
+        out["dep"] = {"kind": dep.get("policy", "route"), "name": dep.get("single") if single else dep["champion"],
+                      "lam": None if single else r(dep["lam"]), "acc": r(dep["accuracy"]),
+                      "dacc": r(dep["accuracy_diff_vs_best"]), "share": r(dep["energy_share_of_best"]),
+                      "gain": r(dep["routing_gain"]), "verdict": dep["noninferiority"]}
+        out["best"] = dep["best_single"]
     elif "lm" in rows:
         out |= {"acc": r(rows["lm"].get("accuracy")), "J": r(rows["lm"].get("j_per_query"))}
-    # a diagnostic family (LM_ALONE) stays in evaluate's metrics.json: with it the row outgrew ~120 columns
-    out["aiq"] = {family: r(block["aiq"]) for family, block in metrics.get("families", {}).items()
-                  if family != LM_ALONE}
-    cascade = (metrics.get("cascade") or {}).get("decision")
-    if cascade:  # the most accurate chain at or below the best single's energy on selection, scored on test
-        out["cas"] = {"aiq": r(metrics["cascade"]["aiq"]), "dacc": r(cascade["accuracy_diff_vs_best"]), "dacc_ci": {"lo": r(cascade["ci_low"]),
-                      "hi": r(cascade["ci_high"])}, "share": r(cascade["energy_share_of_best"]),
-                      "verdict": cascade["verdict"]}
     out |= {"oracle": r(rows["oracle"]["accuracy"]), "source": metrics["energy_source"]}
     # chosen on test: the bound no deployed system reaches by construction (docs/metrics.md)
     out["hindsight_iso"] = iso_headline(metrics.get("iso_accuracy")).get("share")
