@@ -1,4 +1,4 @@
-"""Each target's rule scored out of fold on selection (cascade/crossfit.py), and its config (cascade/config.py)."""
+"""Each target's rule scored out of fold on selection (policy/cascade_choice.py), and its config (policy/cascade_config.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A chosen chain on test against the best single (cascade/score.py), and the chain file (artifact.py)."""
+"""A chosen chain on test against the best single (policy/cascade_choice.py), and the chain file (cascade/artifact.py)."""
 
 from __future__ import annotations
 
