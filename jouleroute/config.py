@@ -146,7 +146,8 @@ class ParamsError(ValueError):
 
 # Keys that moved, and why; a file still holding one fails with the new name. Into `energy_policy:` (issue 20):
 # several sections each held a copy that nothing kept in step (GRPO's reward norm and the labels' norm could
-# differ). Into `router.lam` (issue 30): the one deployed λ, whichever family is champion.
+# differ). Into `router.lam` (issue 30): the one reference λ, whichever family is champion (the deployed λ is
+# chosen for router.target).
 MOVED_KEYS = {
     "baselines.lam": "router.lam",
     "gateway.router.lam": "router.lam",
@@ -182,12 +183,15 @@ def load_params(path: str | Path = "params.yaml") -> Params:
 
 
 def _validated(path: Path) -> Params:
+    path = _shown(path)
     try:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError as exc:
         raise ParamsError(f"{path}: not found (run from the repository root, or pass --params)") from exc
-    except yaml.YAMLError as exc:
-        raise ParamsError(f"{path}: not valid YAML: {exc}") from exc
+    except yaml.YAMLError as exc:  # one line: where, and what the parser expected
+        mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ParamsError(f"{path}: not valid YAML{where}: {problem}") from None
     if raw is None or raw == {}:  # every section has defaults, but an empty file is a mistake, not a choice
         raise ParamsError(f"{path}: the file is empty; a params file holds the pipeline's sections (start from a "
                           "copy of params.yaml)")
@@ -196,7 +200,7 @@ def _validated(path: Path) -> Params:
     moved = moved_keys(raw)
     if moved:
         raise ParamsError(f"{path}: {'; '.join(moved)} (one place for each: the energy policy of every stage, "
-                          "docs/energy.md; the deployed λ of every router family): move the value there")
+                          "docs/energy.md; router.lam, the reference λ of every router family): move the value there")
     try:  # strict JSON types (strict.py): YAML's "7" is no int, "yes" no bool; an int is still a float
         return Params.model_validate_json(json.dumps(raw, default=str), strict=True, context=STRICT_CONTEXT)
     except ValidationError as exc:
@@ -215,6 +219,14 @@ def _validated(path: Path) -> Params:
         if len(problems) == 1:  # one line, as every expected error is
             raise ParamsError(f"{path}: {problems[0].removeprefix('  - ')}") from None
         raise ParamsError("\n".join([f"{path}: {len(problems)} problems", *problems])) from None
+
+
+def _shown(path: Path) -> Path:
+    """``path`` as the user knows it: relative to the working directory when it lies below it."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return Path(path)
 
 
 def problem_line(err: dict) -> str:

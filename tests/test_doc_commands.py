@@ -73,8 +73,10 @@ def jouleroute_problems() -> list[str]:
             if word in GLOBAL_VALUED:
                 next(rest, None)
             elif not word.startswith("-"):
-                command = word.rstrip(":")  # `jouleroute check-params: ...`: an error line shows its command
+                command = word
                 break
+        printed = command is not None and command.endswith(":")  # `jouleroute check-params: ...`: what it printed
+        command = command.rstrip(":") if command else command
         if command is None or _placeholder(command) or (document, command) in HYPOTHETICAL:
             continue
         if command not in commands:
@@ -87,7 +89,7 @@ def jouleroute_problems() -> list[str]:
             for action in after[0].split("|"):
                 if action not in EXP_OWN and action not in dvc_exp:
                     problems.append(f"{document}: `jouleroute exp {action}`: neither jouleroute's nor dvc exp's")
-        if command in FORWARDED:
+        if command in FORWARDED or printed:  # a printed line's words are a message, not arguments
             continue
         parser = commands[command]
         for word in after:
