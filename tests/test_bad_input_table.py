@@ -134,6 +134,17 @@ class Case:
     def argv(self) -> list[str]:
         return self.command.split()
 
+    @property
+    def name(self) -> str:
+        """The command's name: its first word that is no option nor an option's value."""
+        words = iter(self.argv)
+        for word in words:
+            if word in ("--params", "--config"):
+                next(words, None)
+            elif not word.startswith("-"):
+                return word
+        raise ValueError(self.command)
+
 
 STAGE_CASES = [
     Case("prepare", "the data root `data/external/` missing (a clone without `make setup`)", _no_data_root),
@@ -189,6 +200,9 @@ PARAMS_CASES = [
     Case("--params bad.yaml check-params", "a list, not a mapping of sections", params="- prepare\n- tournament\n"),
     Case("--params bad.yaml check-params", "not YAML", params="prepare: [unclosed\n"),
     Case("--params missing.yaml check-params", "no such file"),
+    Case("serve --config bad.yaml", "a gateway config (`--config`) with a misspelled key",
+         params="gateway:\n  hots: 0.0.0.0\n"),
+    Case("serve --config bad.yaml", "a gateway config with a port written as text", params="port: \"8080\"\n"),
 ]
 
 
@@ -438,11 +452,11 @@ def block(text: str) -> str:
 REGENERATE = "docs/bad-input.md differs from what runs: .venv/bin/python -m tests.test_bad_input_table rewrites it"
 
 
-@pytest.mark.parametrize("case", STAGE_CASES + PARAMS_CASES, ids=lambda c: f"{c.argv[-1]}: {c.what}")
+@pytest.mark.parametrize("case", STAGE_CASES + PARAMS_CASES, ids=lambda c: f"{c.name}: {c.what}")
 def test_each_bad_input_is_one_line_and_changes_nothing(case, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     line, before, after = run_cli_case(case, tmp_path)
-    assert line.startswith(f"jouleroute {case.argv[-1]}: "), line
+    assert line.startswith(f"jouleroute {case.name}: "), line
     assert after == before, "the refused command changed or added files"
     assert documented().get((f"`jouleroute {case.command}`", case.what)) == line, REGENERATE
 

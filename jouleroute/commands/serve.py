@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
 import yaml
 
-from jouleroute.config import ParamsError
+from jouleroute.config import ParamsError, did_you_mean, problem_line
+from jouleroute.strict import STRICT_CONTEXT
 from jouleroute.stages.context import StageContext
 
 logger = logging.getLogger(__name__)
@@ -24,11 +26,18 @@ def load_gateway_config(ctx: StageContext, config: str | None):
     path = Path(config)
     try:
         raw = yaml.safe_load(path.read_text()) or {}
-        return GatewayConfig.model_validate(raw.get("gateway", raw) if isinstance(raw, dict) else raw)
+        section = raw.get("gateway", raw) if isinstance(raw, dict) else raw
+        # as strict as the params file (config.load_params): `port: "8080"` is no int
+        return GatewayConfig.model_validate_json(json.dumps(section, default=str), strict=True, context=STRICT_CONTEXT)
     except FileNotFoundError:
         raise ParamsError(f"{path}: not found") from None
-    except (yaml.YAMLError, ValidationError) as error:
-        raise ParamsError(f"{path}: not a valid gateway config: {error}") from None
+    except yaml.YAMLError as error:
+        raise ParamsError(f"{path}: not valid YAML: {getattr(error, 'problem', None) or error}") from None
+    except ValidationError as error:  # one line: each problem as check-params names it, under gateway.
+        located = [{**e, "loc": ("gateway", *e["loc"])} for e in error.errors()]
+        problems = [f"{'.'.join(map(str, e['loc']))}: unknown key{did_you_mean(e['loc'])}"
+                    if e["type"] == "extra_forbidden" else problem_line(e) for e in located]
+        raise ParamsError(f"{path}: not a valid gateway config: {'; '.join(problems)}") from None
 
 
 def with_address(cfg, host: str | None, port: int | None):
