@@ -155,3 +155,14 @@ def test_a_wrong_command_in_a_document_is_caught(tmp_path, monkeypatch, line, ex
     monkeypatch.setitem(globals(), "DOCUMENTS", [document])
     problems = jouleroute_problems() + make_problems()
     assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_the_readme_stage_table_has_a_row_for_every_stage():
+    """The table under the stage order names every stage of dvc.yaml, in its order (a row may hold two)."""
+    from jouleroute.stages.table import stage_order
+
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("| stage | what it does | output |"):]
+    table = table[:table.index("\n\n")]
+    named = [name for row in table.splitlines()[2:] for name in re.findall(r"`(\w+)`", row.split("|")[1])]
+    assert named == stage_order(REPO / "dvc.yaml")
