@@ -215,6 +215,135 @@ def cascade_gateway() -> None:
     print()
 
 
+def faults() -> None:
+    """One table of every fault measured under load (bench_faults.py, bench_fuzz.py, bench_dask_kill.py)."""
+    found = {name: json.loads(path.read_text()) for name in ("faults", "fuzz", "dask_kill")
+             if (path := RESULTS / f"{name}.json").is_file()}
+    if not found:
+        return
+    print("### Faults under load (`results/faults.json`, `results/fuzz.json`, `results/dask_kill.json`)\n")
+    print("Targets (issue 50): 0 hangs, 0 server errors, 0 lost and 0 duplicated records in every row; the fuzz "
+          "tries >= 1,000 cases. _Ended well_: a whole answer (the chosen candidate's, or the fallback's, or the "
+          "cascade's) or, for the Dask run, a pair in the profile. _Clean errors_: a 502/504, or an error event "
+          "ending a stream already under way, that names the failed upstream. _Server errors_: any other 5xx, a "
+          "stream cut without an error event, a fuzz case answered 5xx. _Lost_ / _duplicated_: requests with no "
+          "line, or two, in the gateway's access log; fuzz cases not answered; pairs missing from the profile, or "
+          "written twice.\n")
+    print("| fault | load | requests | ended well | of which fell back / escalated | clean errors | hangs "
+          "| server errors | lost | duplicated | git | met |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for fault, r in (found.get("faults", {}).get("router") or {}).items():
+        what = ("SIGKILL" if fault == "kill" else "SIGSTOP (frozen: only timeouts end its requests)")
+        for kind in ("streaming", "non_streaming"):
+            c = r["classes"].get(kind, {})
+            n = sum(c.values())
+            rows.append((f"router mode, upstream `{r['victim']}` {what} at {r['fault_at_s']:.1f} s, "
+                         f"{kind.replace('_', '-')}",
+                         f"{r['concurrency']} in flight", n, c.get("answered", 0) + c.get("fallback", 0),
+                         c.get("fallback", 0), c.get("clean_error", 0), c.get("hang", 0), c.get("other", 0),
+                         r["records"]["missing"], r["records"]["duplicated"], r["conditions"]["git_sha"],
+                         c.get("hang", 0) == 0 and c.get("other", 0) == 0 and not r["records"]["missing"]
+                         and not r["records"]["duplicated"]))
+    if c := (found.get("faults") or {}).get("cascade"):
+        rows.append((f"cascade mode `{' > '.join('+'.join(s) for s in c['chain'])}`, stage-1 upstream `a` SIGKILL "
+                     f"at {c['fault_at_s']:.1f} s", f"{c['offered_rate_rps']:g}/s open loop", c["requests"],
+                     c["answered"], c["escalations_total"], 0, c["hangs"], c["lost"] - c["hangs"],
+                     c["lost"] + c["records"]["missing"], c["records"]["duplicated"], c["conditions"]["git_sha"],
+                     c["met"] and not c["records"]["missing"] and not c["records"]["duplicated"]))
+    if f := found.get("fuzz"):
+        rows.append((f"schema-driven fuzz (schemathesis {f['schemathesis']}, the gateway's `/openapi.json`, "
+                     "positive and negative cases)", "one at a time", f["cases"],
+                     f["cases"] - f["server_errors"] - f["unanswered"], "-", "-", "-", f["server_errors"],
+                     f["unanswered"], "-", f["conditions"]["git_sha"], f["met"]))
+    if d := found.get("dask_kill"):
+        rows.append((f"tournament on Dask ({d['workers']} workers), a worker SIGKILL after {d['shards_at_kill']} "
+                     f"of {d['shards_final']} shards", f"{d['queries']} queries x {d['candidates']} candidates",
+                     d["pairs_expected"], d["pairs_in_profile"] - d["pairs_twice_in_profile"], "-", "-", "-", "-",
+                     d["pairs_missing"], d["pairs_twice_in_profile"] + d["shard_rows_written_twice"],
+                     d["conditions"]["git_sha"], d["met"]))
+    for row in rows:
+        print("| " + " | ".join(("yes" if v else "**no**") if isinstance(v, bool) else str(v) for v in row) + " |")
+    print()
+    if r := (found.get("faults") or {}).get("router"):
+        for fault, x in r.items():
+            print(f"Router mode, {fault}: {x['requests']} requests ({x['concurrency']} in flight, half streaming), "
+                  f"answers of {x['answer_s']:g} s, each upstream's `timeout_s` {x['upstream_timeout_s']:g} s; "
+                  f"{x['streams_cut_mid_answer']} streams were cut mid-answer (ended by an error event naming the "
+                  f"upstream); the slowest request of each class took "
+                  + ", ".join(f"{k} {v:g} s" for k, v in sorted(x["latency_max_s_by_class"].items()))
+                  + f" (a hang is no end within {x['client_limit_s']:g} s). " + conditions_line(x["conditions"]))
+            print()
+    if c := (found.get("faults") or {}).get("cascade"):
+        print(f"Cascade mode: escalations {counts(c['escalations'])} (the gateway's `/metrics` agree: "
+              f"{'yes' if c['escalations_agree_with_metric'] else 'no'}); answers by stage before the kill "
+              f"{counts(c['stops']['before_kill'])}, after {counts(c['stops']['after_kill'])}; "
+              f"{c['calls_to_victim_failed']} calls "
+              f"to `a` failed and counted as no answer; slowest request {c['latency_max_s']:g} s. "
+              + conditions_line(c["conditions"]) + "\n")
+    if f := found.get("fuzz"):
+        print(f"Fuzz: statuses {counts(f['statuses'])} in {f['wall_s']:g} s, seed {f['seed']}, at most "
+              f"{f['examples_per_operation_and_mode']} cases per operation and mode. " + conditions_line(f["conditions"])
+              + "\n")
+    if d := found.get("dask_kill"):
+        print(f"Dask: the first run {'completed' if d['first_run_completed'] else 'failed'} after the kill "
+              f"({d['first_run_state']}), the rerun wrote {d['shards_written_by_rerun']} shard(s); "
+              f"{d['answers_differing_from_serial']} answers differ from the serial run's; worker processes "
+              f"restarted: {d['worker_restarted']}. " + conditions_line(d["conditions"]) + "\n")
+
+
+def counts(d: dict) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in d.items()) or "none"
+
+
+def gib(n: int) -> str:
+    return f"{n / 1024**3:.2f} GiB"
+
+
+def setup_figures(heading: str | None = "###") -> None:
+    """A fresh clone's set-up (bench_setup.py): what a newcomer can plan by. ``heading=None``: no heading (the
+    top-level README's block, under its own)."""
+    path = RESULTS / "setup.json"
+    if not path.is_file():
+        return
+    data = json.loads(path.read_text())
+    c, s, st, run, w = data["conditions"], data["sizes"], data["make_setup"], data.get("make_run"), data["wheels"]
+    where = f"`benchmarks/results/setup.json`, a fresh clone at git {c['git_sha']}, benchmarks/bench_setup.py"
+    print(f"{heading} Set-up figures ({where})\n" if heading else f"Measured on a fresh clone ({where}):\n")
+    print("| what | figure |\n|---|---|")
+    print(f"| Python | {c['python']} (3.11 required: `pyproject.toml` says `>=3.11,<3.12`, the Makefile calls "
+          "`python3.11`) |")
+    print(f"| `make setup` | {st['wall_s'] / 60:.1f} min ({st['wall_s']:g} s) |")
+    if run:
+        print(f"| first `make run` | {run['wall_s'] / 60:.1f} min ({run['wall_s']:g} s; "
+              f"{'ok' if run['rc'] == 0 else 'failed, exit ' + str(run['rc'])}) |")
+    print(f"| disk: the venv (`.venv`) | {gib(s['venv_bytes'])} |")
+    print(f"| disk: the clone (git and work tree) | {gib(s['clone_bytes'])} |")
+    if "clone_bytes_after_run_without_venv" in s:
+        print(f"| disk: the clone after the first run, without the venv (data, models, artifacts, DVC cache) "
+              f"| {gib(s['clone_bytes_after_run_without_venv'])} |")
+    if "wheels_total_bytes" in w:
+        print(f"| download: the wheels pip installs | {gib(w['wheels_total_bytes'])} in {w['packages']} packages, "
+              f"of which torch's CPU wheel {gib(w['torch_wheel_bytes'])} |")
+    print(f"| machine | {c['nproc']} cores ({c['cpu_model']}), {c['memory_gib']} GiB memory |")
+    during = [f"`make setup` {st['load_avg_1m_during']['mean']} (max {st['load_avg_1m_during']['max']})"]
+    if run:
+        during.append(f"`make run` {run['load_avg_1m_during']['mean']} (max {run['load_avg_1m_during']['max']})")
+    print(f"| load average (1 min) during | {', '.join(during)}: the machine was shared, so on an idle one "
+          "both take less |")
+    print()
+    print(f"Measured {c['when'][:10]}. The wheels came from this machine's disk ({c['wheels_from']}), so the set-up "
+          "time has no download in it: on a fresh machine add the time to fetch the download figure above. "
+          f"The data root filled from {c['data_from']}; "
+          + ("Chromium was already installed (`make setup` installs it as root with apt otherwise: about 100 MB "
+             "more, and a minute). " if c["chromium_already_installed"] else "")
+          + f"torch goes in first as the CPU build ({w.get('torch_wheel') or 'torch==2.13.0'}, a local wheel here); "
+            "on a machine where pip's default index would bring the CUDA build (gigabytes more, with its CUDA "
+            "libraries), make the venv and put the CPU wheel of torch 2.13.0 in it first (`python3.11 -m venv "
+            ".venv`, then `.venv/bin/pip install` the wheel from PyTorch's CPU index), then `make setup`: its "
+            "`pip install torch==2.13.0` is then already satisfied.\n")
+
+
 def all_tables() -> None:
     for path in sorted(RESULTS.glob("batching*.json")):
         batching(path.name)
@@ -224,6 +353,7 @@ def all_tables() -> None:
     gateway_load()
     cascade_gateway()
     loglik_levers()
+    setup_figures()
     end_to_end("end_to_end.json", "`make run` stage by stage")
     end_to_end("study_end_to_end.json", "`make study` stage by stage")
     for path in sorted(RESULTS.glob("dask_tournament*.json")):
@@ -232,6 +362,7 @@ def all_tables() -> None:
         meter_nvml(path.name)
     for path in sorted(RESULTS.glob("gpu_check*.json")):
         gpu_check(path.name)
+    faults()
 
 
 def write_readme() -> None:
@@ -248,6 +379,29 @@ def write_readme() -> None:
     begin = text.index("\n", begin) + 1
     end = text.index("<!-- report:end -->")
     readme.write_text(text[:begin] + "\n" + buffer.getvalue().strip() + "\n\n" + text[end:])
+    write_setup_block()
+
+
+SETUP_BEGIN = "<!-- generated:setup-figures:begin (benchmarks/report.py) -->"
+SETUP_END = "<!-- generated:setup-figures:end -->"
+
+
+def write_setup_block() -> None:
+    """The set-up figures into the top-level README.md, between its markers (only there: the rest is hand-written)."""
+    import contextlib
+    import io
+
+    readme = RESULTS.parents[1] / "README.md"
+    text = readme.read_text()
+    if SETUP_BEGIN not in text or SETUP_END not in text or not (RESULTS / "setup.json").is_file():
+        print(f"README.md: no {SETUP_BEGIN} ... {SETUP_END} block, or no results/setup.json: left as it is")
+        return
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        setup_figures(heading=None)
+    begin = text.index(SETUP_BEGIN) + len(SETUP_BEGIN)
+    end = text.index(SETUP_END)
+    readme.write_text(text[:begin] + "\n" + buffer.getvalue().strip() + "\n" + text[end:])
 
 
 if __name__ == "__main__":
