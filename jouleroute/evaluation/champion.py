@@ -147,6 +147,7 @@ def champion_artifact(setup: EvaluateSetup, contest: Contest, selection: dict, d
               "val_utility": win["val_utility"], "evaluate_run_id": run_id,
               "val_sweep": deployment.get("sweep"), "policy": deployment["policy"],
               "single": deployment["single"] if deployment["policy"] == SINGLE else None,
+              "deployed": deployment.get("deployed"),  # the policy served, whatever its kind (a cascade's chain)
               "embedding": p.baselines.embedding.model_dump(mode="json") | {"cache_dir": None}}
     parts = {}  # what the gateway assembles: key -> the fitted router
     if win["family"] in contest.fitted:
@@ -172,7 +173,8 @@ def champion_artifact(setup: EvaluateSetup, contest: Contest, selection: dict, d
 
 
 def register(selection: dict | None, lam: float, run_id: str | None, tracking_uri: str | None, experiment: str,
-             provenance: dict, champion_dir: Path | None = None, single: str | None = None) -> str | None:
+             provenance: dict, champion_dir: Path | None = None, single: str | None = None,
+             cascade: str | None = None) -> str | None:
     """The champion in the Model Registry (alias ``champion``), with its val figures as tags; the version's
     source is the champion artifact, logged to the evaluate run. ``provenance``: the ``git_sha`` of the run and
     the ``baselines_hash`` of the params that fitted it; ``single``: the model served instead of routing, when
@@ -186,6 +188,8 @@ def register(selection: dict | None, lam: float, run_id: str | None, tracking_ur
                "lam": f"{lam:g}", "baselines_hash": provenance["baselines_hash"]}
     if single:  # routing does not pay on selection data: every query goes to this model
         pointer["single"] = single
+    if cascade:  # a cascade is deployed: its chain, served with the chain's stages (champion.json's "deployed")
+        pointer["cascade"] = cascade
     if champion_query_energy(selection):  # served deciding with the per-query energy saved with the champion
         pointer["query_energy"] = "1"
     if win.get("knn_evidence"):  # served as the LM router blended with a kNN fitted with these baselines

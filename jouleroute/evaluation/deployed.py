@@ -143,13 +143,11 @@ def deployed_decisions(deployment: dict, scores) -> RoutingDecisions:
     return RoutingDecisions(list(chosen.query_ids), [deployment["single"]] * len(chosen.query_ids))
 
 
-def deployed_block(m: ProfileMatrix, run, deployment: dict, with_overhead: bool, margin: float, samples: int,
+def deployed_block(m: ProfileMatrix, outcome, deployment: dict, with_overhead: bool, margin: float, samples: int,
                    confidence: float, seed: int) -> dict:
-    """report.json's ``deployed``: the choices made on selection data, and the deployed point (``run``, the
-    champion's test decisions at the deployed λ) scored on test against the best and the reference single."""
-    from jouleroute.evaluation.outcomes import router_outcome
-
-    outcome = router_outcome(m, run)
+    """report.json's ``deployed``: the choices made on selection data, and the deployed policy's test ``outcome``
+    (the champion's decisions at the deployed λ, every query to the single model, or the cascade's calls: an
+    ``outcomes.Outcome`` or ``CascadeOutcome``) scored on test against the best and the reference single."""
     singles = deployment["singles"]
     column = lambda name: m.candidates.index(singles[name]["candidate"])  # noqa: E731
     best, ref = column("best_single"), column("reference_single")
@@ -161,7 +159,9 @@ def deployed_block(m: ProfileMatrix, run, deployment: dict, with_overhead: bool,
                                     "view": "with_overhead" if with_overhead else "models_only"}
     if deployment.get("policy") == "single":  # no router runs: nothing of its own to meter
         test |= {"routing": f"routing not deployed: {deployment['single']} serves every "
-                                                      "query (routing did not pay on selection data)"}
+                                                      "query (no route or cascade paid on selection data)"}
+    elif deployment.get("policy") == "cascade":
+        test |= {"routing": f"the cascade {deployment['deployed']['name']} serves every query"}
     if with_overhead:  # the models' energy alone too: what the router's choices save, before its own cost
         keep = ("j_per_query", "energy_share_of_best", "energy_share_of_best_ci", "routing_gain", "routing_gain_ci",
                 "routing")

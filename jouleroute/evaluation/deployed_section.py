@@ -12,6 +12,7 @@ def deployed_metrics(block: dict, energy_source: str) -> dict:
     test, singles = block["test"], block["singles"]
     stability = {**singles.get("stability", {}), **block.get("stability", {})}
     out = {"served": block.get("served", block["champion"]), "policy": block.get("policy", "route"),
+           "deployed_name": (block.get("deployed") or {}).get("name"),
            "single": block.get("single"), "champion": block["champion"], "family": block["family"], "lam": block["lam"],
            "chosen_by": block["chosen_by"], "met_on_selection": block["met_on_selection"],
            "selection_data": block["selection_sweep"]["data"],
@@ -122,11 +123,28 @@ def _policy_lines(block: dict, single: bool, stable) -> list[str]:
     own = "" if not point or not point.get("overhead_j") else f", its own cost {point['overhead_j']:.3g} J/query included"
     figures = ("" if point is None else f" ({point['accuracy_diff_vs_best']:+.3f} vs the best single, "
                f"{_pct(point['energy_share_of_best'])} of its energy{own})")
+    if block.get("policy") == "cascade":
+        verdict = f"**the cascade `{block['deployed']['name']}` is deployed**: it meets the target and pays over it"
+    else:
+        verdict = ("does not beat it, or misses the target, and no cascade does: **that single model is deployed**, "
+                   "every query sent to it, no router run" if single else "beats it: **routing is deployed**")
     return [f"- Without a router the target picks `{alone['candidate']}` ({alone['accuracy_diff_vs_best']:+.3f} vs "
             f"the best single, {_pct(alone['energy_share_of_best'])} of its energy, on selection data). The champion"
-            f"{figures} " + ("does not beat it, or misses the target: **that single model is deployed**, every query "
-                             "sent to it, no router run" if single else "beats it: **routing is deployed**")
-            + f"{stable('policy')}."]
+            f"{figures} " + verdict + f"{stable('policy')}.", *_kinds_table(block.get("kinds"))]
+
+
+def _kinds_table(kinds: list[dict] | None) -> list[str]:
+    """Every kind's own choice on selection data, and whether selection's uncertainty admits it (issue 47)."""
+    if not kinds:
+        return []
+    rows = [f"| {k['kind']} | `{k['name']}` | {k['data']} ({k['n_queries']}) | {k['accuracy_diff_vs_best']:+.3f}"
+            f"{_ci(k.get('accuracy_diff_ci'), sign=True)} | {_pct(k['energy_share_of_best'])} | "
+            f"{'yes' if k['admissible'] else 'no'} |" for k in kinds]
+    return ["", "Every policy the deployment weighed on selection data, whatever its kind (a router family at its λ, "
+                "the cascade's rule scored out of fold, each single model). A policy is admissible for the default "
+                "target when its accuracy interval against the best single stays above −margin:", "",
+            "| kind | policy | scored on (queries) | accuracy − best [CI] | energy share | admissible |",
+            "|---|---|---|---:|---:|---|", *rows]
 
 
 def _contender_table(contenders: list[dict] | None, energy_source: str) -> list[str]:

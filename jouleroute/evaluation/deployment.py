@@ -19,13 +19,14 @@ import numpy as np
 from jouleroute.evaluation.champion import champion_scores
 from jouleroute.evaluation.contest import Contest, EvaluateSetup, query_energy_model
 from jouleroute.evaluation.deployed import choose_deployed, selection_matrix, singles_on_selection, sweep_outcomes
-from jouleroute.evaluation.deployed_policy import ROUTE, ContenderSweep, choose_policy
+from jouleroute.evaluation.deployed_policy import CASCADE, ROUTE, SINGLE, ContenderSweep, PolicyOutcomes, choose_policy
 from jouleroute.evaluation.outcomes import ProfileMatrix
 from jouleroute.evaluation.overhead import stable_overhead
 from jouleroute.evaluation.selection import val_queries
 from jouleroute.routing.baselines.query_energy import PerQueryEnergy
 from jouleroute.routing.registry import build_router, sample_train
-from jouleroute.policy.target import effective_target
+from jouleroute.policy.singles import best_column
+from jouleroute.policy.target import Target, effective_target
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +45,9 @@ def decide_deployment(setup: EvaluateSetup, contest: Contest, selection: dict) -
         logger.warning("the champion %s cannot be scored here: no deployed point", selection["winner"]["name"])
         return None
     target = effective_target(p.router.target)
+    others = cascade_contenders(setup, contest, everything, target)
     decision = choose_policy(target, lams, contenders, everything, tolerance, cfg.stability_samples, cfg.seed,
-                             cfg.confidence)
+                             cfg.confidence, cfg.noninferiority_margin, others)
     champion = contenders[decision.pop("index")]
     choice = choose_deployed(target, lams, champion.correct, champion.energy + champion.overhead_j,
                              champion.best_correct, champion.best_energy, tolerance, cfg.stability_samples, cfg.seed)
@@ -55,10 +57,14 @@ def decide_deployment(setup: EvaluateSetup, contest: Contest, selection: dict) -
              "best_single_accuracy": float(champion.best_correct.mean()),
              "best_single_j_per_query": float(champion.best_energy.mean()), "tolerance": tolerance,
              "n_queries": len(champion.query_ids), "data": champion.data, "overhead_j": champion.overhead_j}
-    served = (f"{champion.name} at λ={choice['lam']:.4g}" if decision["policy"] == ROUTE
-              else f"always {decision['single']}")
-    logger.info("deployed on selection data: %s (champion %s at λ=%g on %d queries, %s: %s; the single model the "
-                "target picks alone: %s)", served, champion.name, choice["lam"], len(champion.query_ids),
+    if decision["single_on_selection"]:  # the single the rule picks alone: the reference every gain is read against
+        alone = decision["single_on_selection"]
+        singles["reference_single"] = {"candidate": alone["name"], "accuracy": alone["accuracy"],
+                                       "j_per_query": alone["j_per_query"]}
+    served = {ROUTE: f"{champion.name} at λ={choice['lam']:.4g}", SINGLE: f"always {decision['single']}",
+              CASCADE: f"the cascade {decision['deployed']['name']}"}[decision["policy"]]
+    logger.info("deployed on selection data: %s (router champion %s at λ=%g on %d queries, %s: %s; the single model "
+                "the target picks alone: %s)", served, champion.name, choice["lam"], len(champion.query_ids),
                 champion.data, "meets the target" if choice["met_on_selection"] else choice["reason"],
                 decision["single"])
     stability = choice.pop("stability", {}) | decision.pop("stability", {})
@@ -66,6 +72,35 @@ def decide_deployment(setup: EvaluateSetup, contest: Contest, selection: dict) -
             **decision, "served": served, "stability": stability,
             "champion_first_on_utility": (selection.get("stability") or {}).get("first_on_utility"),
             "val_winner": selection["winner"]["name"], "singles": singles, "sweep": sweep}
+
+
+def cascade_contenders(setup: EvaluateSetup, contest: Contest, everything: ProfileMatrix,
+                       target: Target) -> list[PolicyOutcomes]:
+    """The cascade as a contender of the deployment: the target's rule scored out of fold over the folds the routers
+    are cross-fitted on (policy/cascade_choice.py), so its selection figures carry no winner's curse; the chain it
+    would deploy is chosen on every selection query. None when cascades are off or the profile has no answers."""
+    from jouleroute.cascade.matrix import answers_missing, cascade_matrix
+    from jouleroute.cascade.search import search
+    from jouleroute.policy.cascade_choice import choose_chain, crossfit_outcomes
+
+    cfg = setup.params.evaluate
+    if not cfg.cascade.enabled or cfg.selection_folds < 2 or answers_missing(contest.profile) or \
+            len(everything.query_ids) < 2 * cfg.selection_folds:
+        return []
+    m = cascade_matrix(contest.profile, everything)
+    if list(m.query_ids) != list(everything.query_ids):
+        raise AssertionError("the cascade matrix must keep the selection matrix's query order (paired folds)")
+    samples = cfg.bootstrap_samples
+    oof = crossfit_outcomes(m, {"deployed": target}, cfg.selection_folds, cfg.accuracy_tolerance, samples,
+                            cfg.confidence, cfg.seed, cfg.cascade.max_stage_size)["deployed"]
+    best = everything.candidates[best_column(everything.correct, everything.energy_j)]
+    chosen = choose_chain(search(m, best, max_stage_size=cfg.cascade.max_stage_size), m, target,
+                          cfg.accuracy_tolerance, samples, cfg.confidence, cfg.seed)
+    chain = chosen.chain
+    return [PolicyOutcomes(CASCADE, chain.name, f"train+val, out of fold over {cfg.selection_folds} folds",
+                           list(m.query_ids), oof.correct, oof.energy_j, oof.best_correct, oof.best_energy_j,
+                           {"stages": [list(st) for st in chain.stages], "max_output_tokens": chain.max_output_tokens,
+                            "chains_out_of_fold": oof.chains, "selection": chosen.selection})]
 
 
 def deployment_contenders(setup: EvaluateSetup, contest: Contest, selection: dict, everything: ProfileMatrix,

@@ -53,9 +53,10 @@ def headline(metrics: dict, deployed_lam: float) -> dict:
     out: dict = {}
     dep = metrics.get("deployed")
     if dep:
-        single = dep.get("policy") == "single"
-        out["dep"] = {"kind": dep.get("policy", "route"), "name": dep.get("single") if single else dep["champion"],
-                      "lam": None if single else r(dep["lam"]), "acc": r(dep["accuracy"]),
+        kind = dep.get("policy", "route")
+        name = {"single": dep.get("single"), "cascade": (dep.get("deployed_name") or "").replace(" ", "")}
+        out["dep"] = {"kind": kind, "name": name.get(kind, dep["champion"]),
+                      "lam": r(dep["lam"]) if kind == "route" else None, "acc": r(dep["accuracy"]),
                       "dacc": r(dep["accuracy_diff_vs_best"]), "share": r(dep["energy_share_of_best"]),
                       "gain": r(dep["routing_gain"]), "verdict": dep["noninferiority"]}
         out["best"] = dep["best_single"]

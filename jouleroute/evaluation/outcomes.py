@@ -193,3 +193,26 @@ def router_outcome(m: ProfileMatrix, run: RouterRun) -> Outcome:
     energy = _per_query(d.overhead_energy_j, n, "overhead_energy_j", run)[order]
     latency = _per_query(d.overhead_latency_s, n, "overhead_latency_s", run)[order]
     return _outcome(m, run.name, "router", run.family, run.lam, choice, energy, latency, d.overhead_energy_source)
+
+
+@dataclass(frozen=True)
+class CascadeOutcome:
+    """A deployed cascade on the evaluation split: every call's joules per query (it runs no router)."""
+
+    correct: np.ndarray
+    energy_j: np.ndarray
+    sources: frozenset[str]
+    overhead_source: str = NO_SOURCE
+
+    def energy(self, with_overhead: bool) -> np.ndarray:
+        return self.energy_j
+
+
+def cascade_outcome(profile, m: ProfileMatrix, deployed: dict) -> CascadeOutcome:
+    """The deployed chain (``deployed``: its ``stages`` and ``max_output_tokens``) simulated on ``m``'s queries."""
+    from jouleroute.cascade.chain import Chain, simulate
+    from jouleroute.cascade.matrix import cascade_matrix
+
+    chain = Chain(tuple(tuple(s) for s in deployed["stages"]), deployed["max_output_tokens"])
+    out = simulate(chain, cascade_matrix(profile, m))
+    return CascadeOutcome(out.correct.astype(float), out.energy_j, frozenset(out.sources))

@@ -270,9 +270,11 @@ def run_evaluate(
                                                   **report["iso_accuracy"]["policies"][champion]}
     if deployment:
         from jouleroute.evaluation.deployed import DEPLOYED, deployed_block
+        from jouleroute.evaluation.outcomes import cascade_outcome, router_outcome
 
-        run_of = next(r for r in runs if r.name == DEPLOYED)
-        report["deployed"] = clean(deployed_block(matrix, run_of, deployment, VIEWS[report["headline_view"]],
+        outcome = (cascade_outcome(profile, matrix, deployment["deployed"]) if deployment["policy"] == "cascade"
+                   else router_outcome(matrix, next(r for r in runs if r.name == DEPLOYED)))
+        report["deployed"] = clean(deployed_block(matrix, outcome, deployment, VIEWS[report["headline_view"]],
                                                   cfg.noninferiority_margin, cfg.bootstrap_samples, cfg.confidence,
                                                   cfg.seed))
     if cfg.cascade.enabled:

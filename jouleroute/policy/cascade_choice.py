@@ -94,31 +94,54 @@ def crossfit_targets(m: CascadeMatrix, targets: dict[str, Target], folds: int, t
     n = len(m.query_ids)
     if folds < 2 or n < 2 * folds:
         return {}
+    index = resample_index(n, samples, seed) if samples > 0 else None
+    out = crossfit_outcomes(m, targets, folds, tolerance, samples, confidence, seed, max_stage_size)
+    return {name: _pooled_figures(o, folds, index, confidence) for name, o in out.items()}
+
+
+@dataclass
+class OutOfFold:
+    """A target's rule scored out of fold, per query of the selection matrix (in its order): the chain's
+    correctness and joules, the best single's (chosen on the same other folds) beside them, and each fold's chain."""
+
+    correct: np.ndarray
+    energy_j: np.ndarray
+    best_correct: np.ndarray
+    best_energy_j: np.ndarray
+    chains: list[str]  # one per fold
+
+
+def crossfit_outcomes(m: CascadeMatrix, targets: dict[str, Target], folds: int, tolerance: float, samples: int,
+                      confidence: float, seed: int, max_stage_size: int = 2) -> dict[str, OutOfFold]:
+    """Per target name: its rule's out-of-fold outcomes on ``m`` (module doc), over the seeded folds the
+    deployment cross-fits the routers with (``np.random.default_rng(seed).permutation(n) % folds``)."""
+    n = len(m.query_ids)
     fold = np.random.default_rng(seed).permutation(n) % folds
-    pooled: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, str]]] = {name: [] for name in targets}
+    out = {name: OutOfFold(np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), []) for name in targets}
     for f in range(folds):
-        inside, held = m.take(np.flatnonzero(fold != f)), m.take(np.flatnonzero(fold == f))
+        rows_in, rows_out = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
+        inside, held = m.take(rows_in), m.take(rows_out)
         best = best_column(inside.correct, inside.energy_j)
         space = search(inside, inside.candidates[best], max_stage_size=max_stage_size)
         for name, target in targets.items():
             chain = choose_chain(space, inside, target, tolerance, samples, confidence, seed).chain
-            out = simulate(chain, held)
-            pooled[name].append((out.correct - held.correct[:, best], out.energy_j, held.energy_j[:, best],
-                                 chain.name))
-    index = resample_index(n, samples, seed) if samples > 0 else None
-    return {name: _pooled_figures(parts, folds, index, confidence) for name, parts in pooled.items()}
+            outcome, o = simulate(chain, held), out[name]
+            o.correct[rows_out], o.energy_j[rows_out] = outcome.correct, outcome.energy_j
+            o.best_correct[rows_out], o.best_energy_j[rows_out] = held.correct[:, best], held.energy_j[:, best]
+            o.chains.append(chain.name)
+    return out
 
 
-def _pooled_figures(parts, folds: int, index: np.ndarray | None, confidence: float) -> dict:
+def _pooled_figures(o: OutOfFold, folds: int, index: np.ndarray | None, confidence: float) -> dict:
     """The pooled out-of-fold figures: a ratio of sums for the energy share (folds differ in size)."""
-    diff, energy, best_energy = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    diff = o.correct - o.best_correct
     out = {"folds": folds, "n_queries": int(diff.size), "accuracy_diff_vs_best": float(diff.mean()),
-           "energy_share_of_best": float(energy.sum() / best_energy.sum()),
-           "chains": dict(Counter(p[3] for p in parts).most_common())}
+           "energy_share_of_best": float(o.energy_j.sum() / o.best_energy_j.sum()),
+           "chains": dict(Counter(o.chains).most_common())}
     if index is not None:
         out["accuracy_diff_vs_best_ci"] = percentile_interval(diff[index].mean(axis=1), confidence)
-        out["energy_share_of_best_ci"] = percentile_interval(energy[index].sum(axis=1) /
-                                                             best_energy[index].sum(axis=1), confidence)
+        out["energy_share_of_best_ci"] = percentile_interval(o.energy_j[index].sum(axis=1) /
+                                                             o.best_energy_j[index].sum(axis=1), confidence)
     return out
 
 

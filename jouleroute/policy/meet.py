@@ -42,9 +42,12 @@ class Pick:
 
 def meet_target(target: Target, accuracy: Sequence[float], share: Sequence[float], best_accuracy,
                 tolerance: float = 0.0, lower_bounds: Sequence[float | None] | None = None,
-                tiebreak: Sequence[float] | None = None, what: str = "point") -> Pick:
+                tiebreak: Sequence[float] | None = None, what: str = "point",
+                admissible: Sequence[bool] | None = None) -> Pick:
     """The point of ``accuracy``/``share`` that meets ``target`` (module doc); ``best_accuracy``: a float or one per
-    point; ``tolerance``: iso_accuracy's, below the best single's accuracy; ``what`` names a point in reasons."""
+    point; ``tolerance``: iso_accuracy's, below the best single's accuracy; ``what`` names a point in reasons;
+    ``admissible``: the caller's further condition (a point that fails it never meets the target, e.g. one whose
+    accuracy interval against the best single reaches below the non-inferiority margin)."""
     acc = np.asarray(accuracy, dtype=float)
     shares = np.asarray(share, dtype=float)
     if acc.size == 0 or acc.shape != shares.shape:
@@ -53,13 +56,14 @@ def meet_target(target: Target, accuracy: Sequence[float], share: Sequence[float
     diff = acc - best
     order = np.arange(acc.size, dtype=float) if tiebreak is None else np.asarray(tiebreak, dtype=float)
     lower = None if lower_bounds is None else np.array([np.nan if b is None else b for b in lower_bounds], dtype=float)
+    allowed = np.ones(acc.size, bool) if admissible is None else np.asarray(admissible, dtype=bool)
 
     def first(rows: np.ndarray, *keys: np.ndarray) -> int:  # np.lexsort sorts by the last key first
         return int(rows[np.lexsort(tuple(k[rows] for k in (order, *reversed(keys))))[0]])
 
     everything = np.arange(acc.size)
     if target.kind == "energy_share":
-        ok = np.flatnonzero(shares <= target.value + _EPS)
+        ok = np.flatnonzero((shares <= target.value + _EPS) & allowed)
         if ok.size:
             return Pick(first(ok, -diff, shares), True, target.value)
         k = first(everything, shares, -diff)
@@ -68,7 +72,7 @@ def meet_target(target: Target, accuracy: Sequence[float], share: Sequence[float
     if target.kind == "above_best":
         if lower is None:
             raise ValueError("an above_best target needs each point's lower bound over the best single")
-        ok = np.flatnonzero(np.nan_to_num(lower, nan=-np.inf) > target.value + _EPS)
+        ok = np.flatnonzero((np.nan_to_num(lower, nan=-np.inf) > target.value + _EPS) & allowed)
         if ok.size:
             return Pick(first(ok, shares, -diff), True, target.value)
         if np.isfinite(lower).any():
@@ -79,7 +83,7 @@ def meet_target(target: Target, accuracy: Sequence[float], share: Sequence[float
         return Pick(k, False, target.value, f"no {what} meets above_best {target.value:g}: none is above the best "
                                             f"single's accuracy by that much")
     floor = best - tolerance if target.kind == "iso_accuracy" else np.full(acc.shape, target.value)
-    ok = np.flatnonzero(acc >= floor - _EPS)
+    ok = np.flatnonzero((acc >= floor - _EPS) & allowed)
     if ok.size:
         return Pick(first(ok, shares, -diff), True, float(floor[ok[0]]))
     k = first(everything, -diff, shares)

@@ -19,7 +19,7 @@ from jouleroute.evaluation.champion import (adopt_deployed, champion_artifact, c
                                             champion_test_scores, register, select_champion)
 from jouleroute.evaluation.contest import EvaluateSetup, fit_contest
 from jouleroute.evaluation.deployed import DEPLOYED, deployed_decisions
-from jouleroute.evaluation.deployed_policy import SINGLE
+from jouleroute.evaluation.deployed_policy import CASCADE, SINGLE
 from jouleroute.evaluation.deployment import decide_deployment
 from jouleroute.evaluation.headline import headline
 from jouleroute.evaluation.mlflow_log import flatten
@@ -61,7 +61,7 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     deployment = decide_deployment(setup, contest, selection) if selection else None
     selection = adopt_deployed(selection, deployment) if deployment else selection
     test_scores = champion_test_scores(setup, contest, selection) if deployment else None
-    if deployment:  # the deployed point, scored once on test: evaluate's own scores of it when it has them
+    if deployment and deployment["policy"] != CASCADE:  # scored once on test: evaluate's own scores when it has them
         scores = test_scores or champion_scores(setup, contest, selection, contest.test_queries, "test: deployed")
         runs.append(RouterRun(DEPLOYED, DEPLOYED, None, deployed_decisions(deployment, scores)))
     lm_runs = [r for r in runs if r.family == "lm"]
@@ -83,7 +83,8 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
                                                  result.mlflow_run_id))
         logger.info("champion %s saved with λ=%g in %s", selection["winner"]["name"], deployment["lam"], folder)
         register(selection, deployment["lam"], result.mlflow_run_id, ctx.tracking_uri, p.tracking.experiment,
-                 registry_provenance(ctx), folder, deployment["single"] if deployment["policy"] == SINGLE else None)
+                 registry_provenance(ctx), folder, deployment["single"] if deployment["policy"] == SINGLE else None,
+                 deployment["deployed"]["name"] if deployment["policy"] == CASCADE else None)
     if lm_runs and result.mlflow_run_id:
         family = result.metrics["families"].get("lm", {})
         tag_router_version(ctx.tracking_uri, p.tracking.experiment, grpo_run(ctx).get("router_version"),
