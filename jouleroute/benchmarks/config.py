@@ -49,7 +49,7 @@ class PrepareConfig(StrictModel):
 
     ``source``: ``bundled`` reads the subsets in the data root (``paths.data_dir``, docs/data.md); ``local`` reads full
     copies with the same layout from ``local_dir``; ``hf`` downloads from the Hugging Face Hub
-    (needs network, and HF_HUB_OFFLINE unset) using the dataset ids in ``hf``.
+    (needs network, and JOULEROUTE_ONLINE=1) using the dataset ids in ``hf``.
     """
 
     seed: int = 0

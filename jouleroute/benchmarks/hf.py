@@ -27,7 +27,7 @@ def load_hf_docs(task: Task, dataset_id: str) -> list[dict]:
         except Exception as exc:  # noqa: BLE001 - re-raised with what to check
             raise RuntimeError(
                 f"could not load Hugging Face dataset {dataset_id!r} (config {config!r}, split {task.hf.split!r}) "
-                f"for task '{task.name}': {exc}. source 'hf' needs network and HF_HUB_OFFLINE unset; "
+                f"for task '{task.name}': {exc}. source 'hf' needs network and JOULEROUTE_ONLINE=1; "
                 "offline, use source 'bundled' or 'local'."
             ) from exc
         source = f"hf:{dataset_id}" + (f"/{config}" if config else "") + f":{task.hf.split}"

@@ -6,9 +6,9 @@ Pure python (no torch), so `jouleroute where` can print it without loading the r
 from __future__ import annotations
 
 
-def headline_rows(metrics: dict, deployed_lam: float) -> dict[str, dict]:
+def headline_rows(metrics: dict, reference_lam: float) -> dict[str, dict]:
     """The headline as rows (a family, the oracle, the best single; for people: `jouleroute where`).
-    A family's accuracy and J/query are its operating point nearest the deployed λ (``router.lam``)."""
+    A family's accuracy and J/query are its operating point nearest the reference λ (``router.lam``)."""
     r = lambda x: round(x, 4) if isinstance(x, float) else x
     source = metrics["energy_source"]
     singles = metrics["singles"]
@@ -19,7 +19,7 @@ def headline_rows(metrics: dict, deployed_lam: float) -> dict[str, dict]:
                             "aiq": r(metrics["aiq_zero_router"]), "energy_source": source}}
     for family, block in metrics.get("families", {}).items():
         members = {n: m for n, m in metrics["routers"].items() if n.startswith(f"{family}:")}
-        point = min(members, key=lambda n: abs(float(n.split(":")[1]) - deployed_lam)) if members else None
+        point = min(members, key=lambda n: abs(float(n.split(":")[1]) - reference_lam)) if members else None
         rows[family] = {"aiq": r(block["aiq"]), "energy_source": source}
         if point is not None:
             rows[family] |= {"accuracy": r(members[point]["accuracy"]), "j_per_query": r(members[point]["j_per_query"]),
@@ -38,7 +38,7 @@ def headline_rows(metrics: dict, deployed_lam: float) -> dict[str, dict]:
 LM_ALONE = "lm_alone"
 
 
-def headline(metrics: dict, deployed_lam: float) -> dict:
+def headline(metrics: dict, reference_lam: float) -> dict:
     """The compact, git-tracked comparison for `dvc metrics show/diff` and `dvc exp show`: ONE file with short keys
     that are unique (so `dvc exp show` needs no ``file:`` prefix), narrow enough that the seven pipelines' rows fit
     a terminal (≤ 250 columns). In order (`dvc exp show` keeps it): the **deployed policy** (``dep``: its kind,
@@ -47,8 +47,8 @@ def headline(metrics: dict, deployed_lam: float) -> dict:
     non-inferiority verdict), the best single's name (``best``), the oracle's accuracy, the energy source, and the
     test-chosen iso-accuracy share as a labelled hindsight bound (``hindsight_iso``). Intervals, AIQ per family,
     the cascades and the reference single are in artifacts/evaluate/metrics.json and on the pages, under the same
-    names. ``deployed_lam``: kept for older metrics without a deployed point (the LM router's point nearest it)."""
-    rows = headline_rows(metrics, deployed_lam)
+    names. ``reference_lam``: kept for older metrics without a deployed point (the LM router's point nearest it)."""
+    rows = headline_rows(metrics, reference_lam)
     r = lambda x: round(x, 3) if isinstance(x, float) else x
     out: dict = {}
     dep = metrics.get("deployed")

@@ -117,7 +117,7 @@ def _task_table(table, winners, candidates, ctx, cards) -> list[str]:
     return lines
 
 
-def _headline(report: dict, heldout: dict, deployed_lam: float) -> list[str]:
+def _headline(report: dict, heldout: dict, reference_lam: float) -> list[str]:
     view = lambda e, v: e["views"][v]
     singles = {n: view(e, "models_only") for n, e in report["singles"].items()}
     best = max(singles, key=lambda n: (singles[n]["accuracy"], -singles[n]["j_per_query"]))
@@ -127,7 +127,7 @@ def _headline(report: dict, heldout: dict, deployed_lam: float) -> list[str]:
              f"{view(report['oracle'], 'models_only')['j_per_query']:.2f} J/query."]
     lms = [e for e in report["routers"].values() if e.get("family") == "lm"]
     if lms:
-        deployed = min(lms, key=lambda e: abs(e["lam"] - deployed_lam))
+        deployed = min(lms, key=lambda e: abs(e["lam"] - reference_lam))
         mo, wo = view(deployed, "models_only"), view(deployed, "with_overhead")
         mean_single = sum(s["j_per_query"] for s in singles.values()) / len(singles)
         cheapest = min(singles, key=lambda n: singles[n]["j_per_query"])
