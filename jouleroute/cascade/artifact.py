@@ -19,13 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from jouleroute.atomic import atomic_write_text
 from jouleroute.cascade.chain import Chain
-
-if TYPE_CHECKING:  # a type only: reading a chain file (the gateway) imports no search, no math-verify
-    from jouleroute.cascade.search import CascadeChoice
 
 KEYS = ("stages", "max_output_tokens", "chosen_by", "selection")
 
@@ -37,10 +32,6 @@ class ChainArtifact:
     chain: Chain
     chosen_by: str
     selection: dict = field(default_factory=dict)
-
-    @classmethod
-    def from_choice(cls, choice: CascadeChoice) -> "ChainArtifact":
-        return cls(choice.chain, choice.target.kind, choice.selection)
 
     def to_json(self) -> str:
         return json.dumps({"stages": [list(s) for s in self.chain.stages],

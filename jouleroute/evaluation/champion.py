@@ -204,3 +204,18 @@ def register(selection: dict | None, lam: float, run_id: str | None, tracking_ur
     logger.info("champion %s registered as %s version %s (alias %s)", win["name"], selection["registered_model"],
                 version, selection["alias"])
     return version
+
+
+DEPLOYED_CHAIN = "chain.json"  # beside champion.json when the deployed policy is a cascade (gateway/build.py reads it)
+
+
+def write_deployed_chain(deployed: dict, folder: Path) -> Path:
+    """The deployed cascade's chain file (jouleroute/cascade/artifact.py) in the champion folder: what
+    `jouleroute serve` runs with no options when the deployment chose a cascade."""
+    from jouleroute.cascade.artifact import ChainArtifact
+    from jouleroute.cascade.chain import Chain
+
+    chain = Chain(tuple(tuple(s) for s in deployed["stages"]), deployed["max_output_tokens"])
+    path = folder / DEPLOYED_CHAIN
+    ChainArtifact(chain, "deployed", deployed.get("selection") or {}).write(path)
+    return path

@@ -306,10 +306,12 @@ def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None) -> Ga
     meter = make_meter(p.energy)
     lock = threading.Lock()
     expected = ExpectedEnergy.from_profile(p.paths.resolve("profile", root), p.energy.prefill_weight)
-    if cfg.router.kind == "cascade":
+    chain_file = deployed_chain(p, cfg, root)
+    if cfg.router.kind == "cascade" or chain_file is not None:
         from jouleroute.gateway.cascade import cascade_gateway
 
-        gateway = cascade_gateway(cfg, root, build_upstreams(p, cfg, root, meter, lock, expected), keys, lock)
+        gateway = cascade_gateway(cfg, root, build_upstreams(p, cfg, root, meter, lock, expected), keys, lock,
+                                  chain_file)
         attach_measured(gateway)
         return gateway
     router = build_router(p, cfg, root, meter)
@@ -322,6 +324,23 @@ def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None) -> Ga
     gateway = Gateway(cfg, router, upstreams, keys, lock)
     attach_measured(gateway)
     return gateway
+
+
+def deployed_chain(p: Params, cfg: GatewayConfig, root: Path) -> Path | None:
+    """The deployed cascade's chain file when the evaluate stage deployed a cascade and nothing else is asked for
+    (no gateway.router, no router.target): `serve` with no options serves what the report deployed."""
+    from jouleroute.routing.champion import read_champion
+
+    if "router" in cfg.model_fields_set or p.router.target is not None:
+        return None
+    folder = champion_dir(p, root)
+    record = read_champion(folder)
+    if not record or record.get("policy") != "cascade":
+        return None
+    check_registry(p, root, record)
+    logger.info("serving the deployed policy: the cascade %s, chosen on selection data (%s)",
+                record["deployed"]["name"], folder)
+    return folder / "chain.json"
 
 
 def attach_measured(gateway: Gateway) -> None:

@@ -281,10 +281,10 @@ def answer_text(body: dict | None) -> str:
 
 
 def cascade_gateway(cfg: GatewayConfig, root: Path, upstreams: dict, keys: KeyStore,
-                    lock: threading.Lock) -> CascadeGateway:
-    """The gateway of ``gateway.router.kind: cascade``: the chain file's stages over ``upstreams`` (built, with the
-    keys and the energy, as for a router: ``gateway.build.build_gateway``)."""
-    path = Path(cfg.router.chain or "")
+                    lock: threading.Lock, chain_file: Path | None = None) -> CascadeGateway:
+    """The gateway of ``gateway.router.kind: cascade`` (or of a deployed cascade, ``chain_file``): the chain file's
+    stages over ``upstreams`` (built, with the keys and the energy, as for a router: ``gateway.build``)."""
+    path = chain_file or Path(cfg.router.chain or "")
     artifact = load_chain(path if path.is_absolute() else root / path)
     chain = artifact.chain
     gateway = CascadeGateway(cfg, chain, upstreams, keys, lock, name=f"{NAME}:{path.stem}")

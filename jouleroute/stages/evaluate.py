@@ -16,7 +16,8 @@ import pandas as pd
 from jouleroute.energy import make_meter
 from jouleroute.evaluation import RouterRun, run_evaluate
 from jouleroute.evaluation.champion import (adopt_deployed, champion_artifact, champion_scores,
-                                            champion_test_scores, register, select_champion)
+                                            champion_test_scores, register, select_champion,
+                                            write_deployed_chain)
 from jouleroute.evaluation.contest import EvaluateSetup, fit_contest
 from jouleroute.evaluation.deployed import DEPLOYED, deployed_decisions
 from jouleroute.evaluation.deployed_policy import CASCADE, SINGLE
@@ -81,6 +82,8 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     else:
         save_champion(folder, *champion_artifact(setup, contest, selection, deployment, test_scores,
                                                  result.mlflow_run_id))
+        if deployment["policy"] == CASCADE:  # the deployed chain, the file `jouleroute serve` runs by default
+            write_deployed_chain(deployment["deployed"], folder)
         logger.info("champion %s saved with λ=%g in %s", selection["winner"]["name"], deployment["lam"], folder)
         register(selection, deployment["lam"], result.mlflow_run_id, ctx.tracking_uri, p.tracking.experiment,
                  registry_provenance(ctx), folder, deployment["single"] if deployment["policy"] == SINGLE else None,

@@ -63,7 +63,7 @@ def test_the_chain_file_round_trips_in_its_exact_format(matrices, tmp_path):
     selection, _ = matrices
     space = search(selection, "best", token_bounds=[None, 200])
     choice = choose_chain(space, selection, CascadeTarget(above_best=0.0), samples=200)
-    artifact = ChainArtifact.from_choice(choice)
+    artifact = ChainArtifact(choice.chain, choice.target.kind, choice.selection)
     path = tmp_path / "chain.json"
     artifact.write(path)
     data = json.loads(path.read_text())

@@ -2,7 +2,7 @@
 
 a clone holds the reference run committed from another machine (its outputs are not in this cache) and
 a study pipeline that has not run; `make run` leaves the local run in the workspace (`M dvc.lock`);
-`jouleroute exp save baseline` keeps it; `jouleroute exp run -S router.lam=...` is the experiment (a
+`jouleroute exp save baseline` keeps it; `jouleroute exp run -S +router.target.energy_share=0.5` is the experiment (a
 typo in -S is refused before params.yaml changes), `jouleroute exp show` the comparison, and
 `jouleroute exp apply` goes back to the baseline or keeps the experiment. No output is ever deleted,
 the tournament never reruns, and the venv is not on PATH (`.venv/bin/jouleroute ...`, `.venv/bin/dvc`).
@@ -104,10 +104,10 @@ def test_experiment_compare_and_go_back_never_delete_an_output(scratch):  # noqa
     typo = exp(root, "run", "-S", "router.lamb=2.0", check=False)
     assert typo.returncode == 1 and "router.lamb: unknown key (did you mean 'lam'?)" in typo.stdout, typo.stdout
     assert (root / "params.yaml").read_text() == params  # refused before DVC rewrote it
-    done = exp(root, "run", "-S", "router.lam=2.0", "-n", "lam-2")
-    # only what reads the deployed λ (README, generated from dvc.yaml): training and the budget curve route at
-    # every λ, so none of them reruns (`budget` alone took 5.5 of a 7-minute λ experiment)
-    reran = set(rerun_by("router.lam", root / "dvc.yaml"))
+    done = exp(root, "run", "-S", "+router.target.energy_share=0.5", "-n", "half")  # the README's experiment
+    # only what reads the target (README, generated from dvc.yaml): training and the budget curve route at every
+    # λ, so none of them reruns (`budget` alone took 5.5 of a 7-minute experiment)
+    reran = set(rerun_by("router.target", root / "dvc.yaml"))
     assert ran(done.stdout) == {"evaluate", "embedded_page"} == reran, done.stdout
     all_outputs_there("dvc exp run")
     # the router does the same work at another λ: its overhead is the one measured for the baseline, not a
@@ -119,9 +119,9 @@ def test_experiment_compare_and_go_back_never_delete_an_output(scratch):  # noqa
     experiment = json.loads(metrics_path.read_text())
 
     rows = exp_show(root)
-    base, tried = rows["baseline"], rows["lam-2"]
-    lam = next(k for k in base if k.split(":")[-1] == "router.lam")
-    assert (float(base[lam]), float(tried[lam])) == (0.5, 2.0)
+    base, tried = rows["baseline"], rows["half"]
+    share = next(k for k in tried if k.split(":")[-1] == "router.target.energy_share")
+    assert float(tried[share]) == 0.5
     before, after = flat(json.loads(local_metrics)), flat(experiment)
     changed = {k for k in before if before[k] != after[k]}
     assert changed <= set(base), (changed, list(base))  # every metric that moved is a column
@@ -136,7 +136,7 @@ def test_experiment_compare_and_go_back_never_delete_an_output(scratch):  # noqa
     all_outputs_there("dvc exp apply baseline")
     assert "up to date" in dvc(root, "status", "dvc.yaml").stdout  # outputs match the lock: nothing to rerun
 
-    exp(root, "apply", "lam-2")  # or keep the experiment
+    exp(root, "apply", "half")  # or keep the experiment
     assert json.loads(metrics_path.read_text()) == experiment
-    all_outputs_there("dvc exp apply lam-2")
+    all_outputs_there("dvc exp apply half")
     assert "up to date" in dvc(root, "status", "dvc.yaml").stdout
