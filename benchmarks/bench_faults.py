@@ -19,7 +19,7 @@ only the timeouts end them). Every request is put in one class:
 The gateway's access log must hold one line per request (``records``: missing and duplicated request ids).
 
 **Cascade mode** (``--part cascade``). bench_cascade.py's three scripted upstreams and chain ``[[a, b], [c]]``,
-requests open loop at ``--rate`` per second; ``--kill-after`` seconds in, ``a`` (stage 1) gets SIGKILL. Counted:
+requests open loop at ``--rate`` per second; ``--cascade-kill-after`` seconds in, ``a`` (stage 1) gets SIGKILL. Counted:
 answered, lost (anything but a 200 with an answer), escalations by reason (from ``X-Jouleroute-Cascade-Reasons``;
 checked against the gateway's ``/metrics``), calls that failed, and the access log's records.
 
@@ -342,7 +342,7 @@ def bench_cascade(args, work: Path) -> dict:
                     return record
 
                 async def killer() -> float:
-                    await asyncio.sleep(args.kill_after)
+                    await asyncio.sleep(args.cascade_kill_after)
                     os.kill(procs["a"].pid, signal.SIGKILL)
                     return time.perf_counter() - began
 
@@ -400,7 +400,9 @@ def main() -> None:
     parser.add_argument("--token-ms", type=float, default=50.0, help="ms between streamed tokens")
     parser.add_argument("--timeout", type=float, default=10.0, help="each upstream's timeout_s")
     parser.add_argument("--victim", default="large", choices=CANDIDATES)
-    parser.add_argument("--kill-after", type=float, default=3.0, help="seconds into the load")
+    parser.add_argument("--kill-after", type=float, default=1.5,
+                        help="router mode: seconds into the load (the first 200 answers are then mid-stream)")
+    parser.add_argument("--cascade-kill-after", type=float, default=3.0, help="cascade mode: seconds into the load")
     parser.add_argument("--rate", type=float, default=20.0, help="cascade: requests per second, open loop")
     parser.add_argument("--cascade-requests", type=int, default=400)
     parser.add_argument("--stage1-ms", type=float, default=50.0)

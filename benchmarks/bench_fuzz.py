@@ -3,8 +3,9 @@ the cases it generates to a real gateway on loopback; every case must be answere
 
 Two upstream processes run jouleroute's own OpenAI-compatible server (jouleroute/backends/serve.py) over a
 scripted backend (tests/gateway/scripted.py: it answers any prompt at once, so no model is loaded); a gateway
-process stands in front (the kNN router on bench_gateway.py's synthetic profile, an API key required, the
-default limits except the rate limits, which a fuzz would otherwise spend its cases on). The gateway's
+process stands in front, in each of the two modes that answer ``jouleroute-auto`` (the kNN router on
+bench_gateway.py's synthetic profile; a one-stage cascade of both upstreams), with an API key required and the
+default limits except the rate limits, which a fuzz would otherwise spend its cases on. The gateway's
 ``/openapi.json`` (request bodies from ``jouleroute.gateway.protocol.request_schema``) is loaded with
 ``schemathesis.openapi.from_url``; for each operation, ``--examples`` cases that follow the schema
 (``positive``) and ``--examples`` that break it (``negative``: wrong types, missing fields, out-of-range
@@ -14,7 +15,7 @@ each with a curl command that replays it.
 
 Target (issue 50): >= 1,000 cases, every one answered, 0 server errors. Writes results/fuzz.json.
 
-    .venv/bin/python benchmarks/bench_fuzz.py [--examples 250] [--seed 50]
+    .venv/bin/python benchmarks/bench_fuzz.py [--examples 150] [--seed 50] [--gateway router cascade]
 """
 
 from __future__ import annotations
@@ -48,23 +49,33 @@ def run_upstream(name: str, port: int) -> None:
                 log_level="warning", access_log=False)
 
 
-def run_gateway(targets: dict[str, str], port: int) -> None:
+def run_gateway(targets: dict[str, str], port: int, mode: str) -> None:
+    """``router``: the kNN router; ``cascade``: the chain [[small, large]] (both answer "42": the stage agrees)."""
     import uvicorn
 
-    from bench_gateway import build_router
     from jouleroute.gateway.app import create_app
     from jouleroute.gateway.auth import KeyStore, key_hash
     from jouleroute.gateway.config import GatewayConfig
     from jouleroute.gateway.energy import ExpectedEnergy
     from jouleroute.gateway.remote import RemoteUpstream
-    from jouleroute.gateway.service import Gateway
 
-    router = build_router("knn", Path("."))
     upstreams = {c: RemoteUpstream(c, url, f"tiny-{c}", ExpectedEnergy({}, 0.1), timeout_s=20)
                  for c, url in targets.items()}
-    cfg = GatewayConfig.model_validate({"auth": {"keys_env": None},
-                                        "limits": {"rate_per_minute": 1e9, "burst": 10**6}})
-    gateway = Gateway(cfg, router, upstreams, KeyStore({key_hash(API_KEY)}))
+    limits = {"rate_per_minute": 1e9, "burst": 10**6}
+    keys = KeyStore({key_hash(API_KEY)})
+    if mode == "cascade":
+        from jouleroute.cascade.chain import Chain
+        from jouleroute.gateway.cascade import CascadeGateway
+
+        cfg = GatewayConfig.model_validate({"router": {"kind": "cascade", "chain": "fuzz"},
+                                            "auth": {"keys_env": None}, "limits": limits})
+        gateway = CascadeGateway(cfg, Chain((tuple(CANDIDATES),)), upstreams, keys)
+    else:
+        from bench_gateway import build_router
+        from jouleroute.gateway.service import Gateway
+
+        cfg = GatewayConfig.model_validate({"auth": {"keys_env": None}, "limits": limits})
+        gateway = Gateway(cfg, build_router("knn", Path(".")), upstreams, keys)
     uvicorn.run(create_app(gateway), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
@@ -142,17 +153,20 @@ def _message(text: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--examples", type=int, default=250, help="cases per operation and mode (at most)")
+    parser.add_argument("--examples", type=int, default=150, help="cases per operation and mode (at most)")
+    parser.add_argument("--gateway", nargs="+", default=["router", "cascade"], choices=["router", "cascade"],
+                        help="what answers jouleroute-auto: the kNN router, or a one-stage cascade")
     parser.add_argument("--seed", type=int, default=50)
     parser.add_argument("--role", choices=["upstream", "gateway"], help=argparse.SUPPRESS)
     parser.add_argument("--name", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--targets", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "upstream":
         return run_upstream(args.name, args.port)
     if args.role == "gateway":
-        return run_gateway(json.loads(args.targets), args.port)
+        return run_gateway(json.loads(args.targets), args.port, args.mode)
 
     import schemathesis
 
@@ -168,28 +182,43 @@ def main() -> None:
             port = free_port()
             targets[name] = f"http://127.0.0.1:{port}/v1"
             procs.append(start(["--role", "upstream", "--name", name, "--port", str(port)], work / f"{name}.out"))
-        gw_port = free_port()
-        gateway = start(["--role", "gateway", "--targets", json.dumps(targets), "--port", str(gw_port)],
-                        work / "gateway.out")
         try:
             for name, proc in zip(CANDIDATES, procs):
                 wait_ready(targets[name] + "/models", proc)
-            base = f"http://127.0.0.1:{gw_port}"
-            wait_ready(base + "/readyz", gateway)
-            started = time.perf_counter()
-            result = fuzz(base, args.examples, args.seed)
-            result["wall_s"] = round(time.perf_counter() - started, 1)
-            result["gateway_alive_after"] = gateway.poll() is None
+            runs = {}
+            for mode in args.gateway:
+                gw_port = free_port()
+                gateway = start(["--role", "gateway", "--targets", json.dumps(targets), "--port", str(gw_port),
+                                 "--mode", mode], work / f"gateway-{mode}.out")
+                try:
+                    base = f"http://127.0.0.1:{gw_port}"
+                    wait_ready(base + "/readyz", gateway)
+                    print(f"[{mode} gateway]", flush=True)
+                    started = time.perf_counter()
+                    runs[mode] = fuzz(base, args.examples, args.seed)
+                    runs[mode]["wall_s"] = round(time.perf_counter() - started, 1)
+                    runs[mode]["gateway_alive_after"] = gateway.poll() is None
+                finally:
+                    stop(gateway)
+                runs[mode]["gateway_log_tail"] = (work / f"gateway-{mode}.out").read_text()[-1500:]
         finally:
-            for proc in (gateway, *procs):
+            for proc in procs:
                 stop(proc)
-        result["gateway_log_tail"] = (work / "gateway.out").read_text()[-1500:]
+    statuses = sum((Counter(r["statuses"]) for r in runs.values()), Counter())
+    result = {"cases": sum(r["cases"] for r in runs.values()),
+              "server_errors": sum(r["server_errors"] for r in runs.values()),
+              "unanswered": sum(r["unanswered"] for r in runs.values()),
+              "statuses": dict(sorted(statuses.items())), "wall_s": round(sum(r["wall_s"] for r in runs.values()), 1),
+              "gateways": runs}
+    result["met"] = result["cases"] >= 1000 and not result["server_errors"] and not result["unanswered"] and all(
+        r["gateway_alive_after"] for r in runs.values())
     result |= {"examples_per_operation_and_mode": args.examples, "seed": args.seed,
                "schemathesis": schemathesis.__version__,
                "upstreams": "2 x jouleroute.backends.serve over a scripted backend (tests/gateway/scripted.py)",
-               "gateway": "kNN router (bench_gateway.py's synthetic profile), API key, default limits but the rate",
+               "gateway": "router: the kNN router (bench_gateway.py's synthetic profile); cascade: the chain "
+                          "[[small, large]]; an API key, the default limits but the rate",
                "target": {"cases": ">= 1000", "server_errors": 0, "unanswered": 0}, "conditions": cond}
-    print(json.dumps({k: v for k, v in result.items() if k not in ("conditions", "gateway_log_tail")}, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("conditions", "gateways")}, indent=1))
     print(f"wrote {write_result('fuzz', result)}")
 
 

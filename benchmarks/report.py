@@ -253,7 +253,7 @@ def faults() -> None:
                      c["met"] and not c["records"]["missing"] and not c["records"]["duplicated"]))
     if f := found.get("fuzz"):
         rows.append((f"schema-driven fuzz (schemathesis {f['schemathesis']}, the gateway's `/openapi.json`, "
-                     "positive and negative cases)", "one at a time", f["cases"],
+                     f"positive and negative cases; {' and '.join(f.get('gateways') or ['router'])} mode)", "one at a time", f["cases"],
                      f["cases"] - f["server_errors"] - f["unanswered"], "-", "-", "-", f["server_errors"],
                      f["unanswered"], "-", f["conditions"]["git_sha"], f["met"]))
     if d := found.get("dask_kill"):
@@ -282,7 +282,8 @@ def faults() -> None:
               f"to `a` failed and counted as no answer; slowest request {c['latency_max_s']:g} s. "
               + conditions_line(c["conditions"]) + "\n")
     if f := found.get("fuzz"):
-        print(f"Fuzz: statuses {counts(f['statuses'])} in {f['wall_s']:g} s, seed {f['seed']}, at most "
+        per = ", ".join(f"the {mode} gateway {g['cases']}" for mode, g in (f.get("gateways") or {}).items())
+        print(f"Fuzz: {per + ' cases; ' if per else ''}statuses {counts(f['statuses'])} in {f['wall_s']:g} s, seed {f['seed']}, at most "
               f"{f['examples_per_operation_and_mode']} cases per operation and mode. " + conditions_line(f["conditions"])
               + "\n")
     if d := found.get("dask_kill"):
