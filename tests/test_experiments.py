@@ -76,7 +76,7 @@ def test_router_levers_runs_end_to_end_on_a_small_profile_and_a_tiny_router(tmp_
     embedder: every figure of the record is there and finite, the first router's difference to itself is 0."""
     from jouleroute.backends.tiny import build_tiny_llama
     from jouleroute.routing.lm.spec import RouterSpec
-    from tests.evaluation.test_selection import ENERGY, _data, _stage_repo
+    from tests.evaluation.test_val_contest import ENERGY, _data, _stage_repo
 
     profile, queries = _data()
     _stage_repo(tmp_path, profile, queries)
@@ -105,7 +105,7 @@ def test_router_levers_runs_end_to_end_on_a_small_profile_and_a_tiny_router(tmp_
 def test_the_scaffold_ablation_runs_on_a_small_profile_with_evaluate_s_sample_and_order(tmp_path):
     """A run end to end on a tiny replay-like profile (hashing embedder): a row per learned family, both AIQs."""
     from jouleroute.routing.families import learned_families
-    from tests.evaluation.test_selection import _data, _stage_repo
+    from tests.evaluation.test_val_contest import _data, _stage_repo
 
     ctx = _stage_repo(tmp_path, *_data())
     page = tmp_path / "ablation.md"

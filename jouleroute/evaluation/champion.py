@@ -1,6 +1,6 @@
 """The champion: the router to deploy, saved as fitted and registered.
 
-``select_champion`` runs the val contest (evaluation/selection.py: the LM checkpoints, the LM router with kNN
+``select_champion`` runs the val contest (evaluation/val_contest.py: the LM checkpoints, the LM router with kNN
 evidence or per-query energy by their cross-fitted val figures, the baselines fitted on train); the deployment
 (evaluation/deployment.py) then chooses the champion on selection data, and ``adopt_deployed`` makes it the
 winner; ``champion_scores`` scores
@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from jouleroute.evaluation.contest import Contest, EvaluateSetup, unmetered_scores
-from jouleroute.evaluation.deployed_policy import SINGLE
-from jouleroute.evaluation.selection import Contender, choose
+from jouleroute.policy.choose import SINGLE
+from jouleroute.evaluation.val_contest import Contender, choose
 from jouleroute.routing.blend import blend_scores
 from jouleroute.routing.scores import Scores
 

@@ -45,12 +45,12 @@ class EvaluateConfig(StrictModel):
     expensive_rule: Literal["above_median", "top"] = "above_median"
     # A router "keeps accuracy" when within this many accuracy points (fraction) of the best single candidate.
     accuracy_tolerance: float = Field(default=0.01, ge=0.0, le=1.0)
-    # how the champion (the router `serve` deploys) is chosen on val (evaluation/selection.py): "utility", the
+    # how the champion (the router `serve` deploys) is chosen on val (evaluation/val_contest.py): "utility", the
     # higher mean val utility over the trained λ grid; "iso_accuracy", among the contenders tied with that best
     # (paired CI holds 0), the one that spends least at the best single model's val accuracy (accuracy_tolerance)
     champion_by: Literal["iso_accuracy", "utility"] = "iso_accuracy"
     include_overhead: bool = True  # headline energy/latency include the router's own measured overhead
-    # cascades that read the answers (evaluation/cascade_section.py): searched on selection data and scored on
+    # cascades that read the answers (evaluation/cascades.py): searched on selection data and scored on
     # test beside the routers when the profile carries answers; the targets, the stage size and the out-of-fold
     # check: jouleroute/policy/cascade_config.py
     cascade: CascadeConfig = Field(default_factory=CascadeConfig)

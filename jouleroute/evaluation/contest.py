@@ -19,7 +19,7 @@ import pandas as pd
 from jouleroute.evaluation.headline import LM_ALONE  # the LM router without kNN evidence: a diagnostic
 from jouleroute.evaluation.outcomes import RouterRun, build_matrix
 from jouleroute.evaluation.overhead import cache_key, stable_overhead
-from jouleroute.evaluation.selection import read_val_rows, val_queries
+from jouleroute.evaluation.val_contest import read_val_rows, val_queries
 from jouleroute.routing.blend import blend_scores
 from jouleroute.routing.families import learned_families
 from jouleroute.routing.registry import build_router, sample_train
@@ -232,10 +232,10 @@ def _lm_router(setup: EvaluateSetup, meter):
 
 def _lm_overhead_key(setup: EvaluateSetup, router, meter) -> dict:
     """What the LM router's per-query cost depends on: its architecture, inference settings and prompts,
-    not λ nor the trained weights (a λ experiment retrains grpo; the same work costs the same)."""
+    not λ, the target nor the trained weights (a λ or target experiment does the same work: it costs the same)."""
     spec = router.spec
     settings = {"architecture": json.loads((router.model_dir / "config.json").read_text()),
-                "router": setup.params.router.model_dump(mode="json", exclude={"lam"}),
+                "router": setup.params.router.model_dump(mode="json", exclude={"lam", "target"}),
                 "prompt": {"candidates": spec.candidates, "labels": spec.labels,
                            "max_query_tokens": spec.max_query_tokens, "scaffolds": spec.scaffolds}}
     return cache_key("lm", settings, meter.source, meter.device_info())

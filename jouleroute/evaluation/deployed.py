@@ -27,18 +27,14 @@ import numpy as np
 import pandas as pd
 
 from jouleroute.evaluation.outcomes import ProfileMatrix, build_matrix
-from jouleroute.policy.compare import accuracy_intervals, compare, energy_verdict, lower_ends
-from jouleroute.policy.meet import choose_lambda
+from jouleroute.policy.route import score_deployed
 from jouleroute.policy.singles import pick_singles
-from jouleroute.policy.target import Target
 from jouleroute.routing.scores import RoutingDecisions
-from jouleroute.stats import percentile_interval, resample_index
+from jouleroute.stats import resample_index
 
 logger = logging.getLogger(__name__)
 
 SELECTION_SPLITS = ("train", "val")
-ABOVE_BEST_SAMPLES = 200  # resamples of each λ's interval when router.target is above_best
-_EPS = 1e-12
 
 
 def selection_matrix(profile: pd.DataFrame, queries: pd.DataFrame, energy_column: str,
@@ -76,59 +72,6 @@ def sweep_outcomes(m: ProfileMatrix, choices: np.ndarray) -> tuple[np.ndarray, n
     """[queries, λ] correctness and energy of a router's choices ([queries, λ] column indices of ``m``)."""
     rows = np.arange(len(m.query_ids))[:, None]
     return m.correct[rows, choices], m.energy_j[rows, choices]
-
-
-def choose_deployed(target: Target, lams: Sequence[float], correct: np.ndarray, energy: np.ndarray,
-                    best_correct: np.ndarray, best_energy: np.ndarray, tolerance: float, samples: int = 0,
-                    seed: int = 0) -> dict:
-    """The λ of ``lams`` that meets ``target`` on the selection sweep (``correct``/``energy``: [queries, λ] of the
-    champion's choices; ``best_*``: the best single's outcomes on the same queries). When none does, the closest
-    λ is deployed and ``met_on_selection`` is false. With ``samples``, the share of resamples choosing the same λ."""
-    def choose(rows) -> dict:
-        bounds = (lower_ends(accuracy_intervals(correct[rows], best_correct[rows], ABOVE_BEST_SAMPLES, 0.95, seed))
-                  if target.kind == "above_best" else None)  # above_best reads each λ's paired interval
-        return choose_lambda(target, list(lams), list(correct[rows].mean(axis=0)), list(energy[rows].mean(axis=0)),
-                             float(best_correct[rows].mean()), float(best_energy[rows].mean()), tolerance,
-                             bounds) | {"bounds": bounds}
-
-    everything = np.arange(correct.shape[0])
-    choice = choose(everything)
-    lam = choice["lam"] if choice["met_on_val"] else choice["closest"]["lam"]
-    out = {"target": target.kind, "floor_or_share": choice["value"], "lam": float(lam),
-           "met_on_selection": bool(choice["met_on_val"]), "reason": choice.get("reason")}
-    if choice["bounds"] is not None:
-        out["accuracy_diff_vs_best_lower"] = choice["bounds"][list(lams).index(lam)]
-    if samples > 0:
-        again = [choose(rows) for rows in resample_index(len(everything), samples, seed)]
-        chosen = np.array([c["lam"] if c["met_on_val"] else c["closest"]["lam"] for c in again])
-        out["stability"] = {"lam": float(np.mean(chosen == lam)), "samples": samples,  # on a fine grid: the spread too
-                            "lam_interval": percentile_interval(chosen, 0.9)}
-    return out
-
-
-def score_deployed(correct: np.ndarray, energy: np.ndarray, best: tuple[np.ndarray, np.ndarray],
-                   reference: tuple[np.ndarray, np.ndarray], margin: float, samples: int, confidence: float,
-                   seed: int) -> dict:
-    """The deployed point on test against the best and the reference single (per-query arrays, one view of
-    energy): two paired comparisons (policy/compare.py) on one set of resamples, and the verdicts they support."""
-    vs_best = compare(correct, energy, *best, margin, samples, confidence, seed)
-    vs_ref = compare(correct, energy, *reference, margin, samples, confidence, seed)
-    out = {"accuracy": vs_best["accuracy"], "j_per_query": vs_best["j_per_query"],
-           "best_accuracy": vs_best["reference_accuracy"], "best_j_per_query": vs_best["reference_j_per_query"],
-           "reference_accuracy": vs_ref["reference_accuracy"], "reference_j_per_query": vs_ref["reference_j_per_query"],
-           "n_queries": len(correct), "samples": samples, "confidence": confidence, "noninferiority_margin": margin}
-    for name, (vs, key) in {"accuracy_diff_vs_best": (vs_best, "accuracy_diff"),
-                            "energy_share_of_best": (vs_best, "energy_ratio"),
-                            "accuracy_diff_vs_reference": (vs_ref, "accuracy_diff"),
-                            "routing_gain": (vs_ref, "energy_ratio")}.items():
-        out[name], out[f"{name}_ci"] = vs[key], vs[f"{key}_ci"]
-    diff = out["accuracy_diff_vs_best"]
-    routing = {"untested": "not tested (no bootstrap)", "cheaper": "routing saves energy over the reference single",
-               "dearer": "routing costs more than the reference single",
-               "tie": "tie with the reference single"}[energy_verdict(out["routing_gain_ci"])]
-    return out | {"noninferiority": vs_best["verdict"], "within_margin": diff >= -margin - _EPS,
-                  "shortfall": max(0.0, -margin - diff),
-                  "routing": routing if out["routing_gain"] is not None else "no reference energy"}
 
 
 DEPLOYED = "deployed"  # the deployed point's name among the routers of a report

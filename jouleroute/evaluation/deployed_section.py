@@ -168,16 +168,16 @@ def deployed_summary(dep: dict | None) -> list[str]:
                                            f"{scale * dep[f'{name}_ci_high']:.3g}{unit}]")
     src = dep["energy_source"]
     single = dep.get("policy") == "single"
-    met = ("" if dep["met_on_selection"] or single else
-           " (no λ met the target on selection data: the closest is deployed)")
+    met = ([] if dep["met_on_selection"] or single else
+           ["  no λ met the target on selection data: the closest is deployed"])
     served = dep.get("served") or f"{dep['champion']} at λ={dep['lam']:.4g}"
     gain = (f"  routing not deployed: it did not pay on selection data (champion {dep['champion']} at "
             f"λ={dep['lam']:.4g}), so every query goes to {dep['single']}" if single else
             f"  routing gain over the reference single {dep['reference_single']} "
             f"({dep['reference_accuracy']:.3f} at {dep['reference_j_per_query']:.4g} J/query [{src}]): "
             f"{dep['routing_gain']:.3f}{ci('routing_gain')}: {dep['routing']}")
-    return [f"deployed point (what `jouleroute serve` serves): {served}, chosen by "
-            f"{dep['chosen_by']} on {dep['n_selection_queries']} selection queries ({dep['selection_data']}){met}",
+    return [f"deployed point (what `jouleroute serve` serves): {served}, chosen by {dep['chosen_by']} on "
+            f"{dep['n_selection_queries']} selection queries ({dep['selection_data']})", *met,
             f"  on {dep['n_test_queries']} test queries: accuracy {dep['accuracy']:.3f}, "
             f"{dep['accuracy_diff_vs_best']:+.3f}{ci('accuracy_diff_vs_best')} vs best single "
             f"{dep['best_single']} ({dep['noninferiority']} at margin {dep['noninferiority_margin']:g})",

@@ -1,6 +1,6 @@
 """What is deployed, decided on selection data: the champion among every contender's selection sweep over the
 decision grid, its λ that meets ``router.target``, the best and the reference single, whether routing pays over
-them (evaluation/deployed_policy.py), and how stable each choice is (evaluation/deployed.py).
+them (evaluation/router_champion.py), and how stable each choice is (evaluation/deployed.py).
 
 A learned baseline family is cross-fitted over ``evaluate.selection_folds`` folds of the train and val queries:
 each fold is scored by the family fitted on the others (deciding with per-query energy fitted on the same folds
@@ -18,15 +18,17 @@ import numpy as np
 
 from jouleroute.evaluation.champion import champion_scores
 from jouleroute.evaluation.contest import Contest, EvaluateSetup, query_energy_model
-from jouleroute.evaluation.deployed import choose_deployed, selection_matrix, singles_on_selection, sweep_outcomes
-from jouleroute.evaluation.deployed_policy import CASCADE, ROUTE, SINGLE, ContenderSweep, PolicyOutcomes, choose_policy
+from jouleroute.evaluation.deployed import selection_matrix, singles_on_selection, sweep_outcomes
+from jouleroute.evaluation.router_champion import choose_policy
 from jouleroute.evaluation.outcomes import ProfileMatrix
 from jouleroute.evaluation.overhead import stable_overhead
-from jouleroute.evaluation.selection import val_queries
-from jouleroute.routing.baselines.query_energy import PerQueryEnergy
-from jouleroute.routing.registry import build_router, sample_train
+from jouleroute.evaluation.val_contest import val_queries
+from jouleroute.policy.choose import CASCADE, ROUTE, SINGLE, PolicyOutcomes
+from jouleroute.policy.route import ContenderSweep, choose_deployed
 from jouleroute.policy.singles import best_column
 from jouleroute.policy.target import Target, effective_target
+from jouleroute.routing.baselines.query_energy import PerQueryEnergy
+from jouleroute.routing.registry import build_router, sample_train
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import logging
 from typing import Mapping, Sequence
 
 from jouleroute.evaluation.label_eval import label_accuracy
-from jouleroute.evaluation.selection import Decided
+from jouleroute.evaluation.val_contest import Decided
 from jouleroute.routing.blend import EnergyFrom, blend_grid, blend_scores
 from jouleroute.routing.scores import Scores
 

@@ -35,7 +35,8 @@ def _log_axis_if_wide(ax, values: list[float]) -> None:
 
 def plot_accuracy_vs_energy(points: dict, frontier: set[tuple[str, str]], energy_label: str, path: Path) -> Path:
     """``points``: {"singles": {name: (J, acc)}, "oracle": (J, acc), "routers": {name: (J, acc, family, lam)},
-    "cascade": [(J, acc)] (optional: the cascade's frontier chains on test)};
+    "cascade": [(J, acc)] (optional: the cascade's frontier chains on test), "deployed": (J, acc, what) (optional: the
+    deployed policy, whatever its kind)};
     ``frontier``: {("single" | "router", name)} of the points on the Pareto frontier."""
     fig = Figure(figsize=(8, 5.5))
     ax = fig.add_subplot()
@@ -55,11 +56,15 @@ def plot_accuracy_vs_energy(points: dict, frontier: set[tuple[str, str]], energy
             for _, n, r in members:
                 ax.annotate(n, r[:2], textcoords="offset points", xytext=(4, 4), fontsize=7, color=colors[fam])
     cascade = sorted(points.get("cascade") or [])
-    if cascade:  # the chains of the selection frontier, each on test (evaluation/cascade_section.py)
+    if cascade:  # the chains of the selection frontier, each on test (evaluation/cascades.py)
         ax.plot(*zip(*cascade), marker="^", linestyle="-", color="C9", label="cascade (chosen on selection)", zorder=4)
         all_xy += cascade
     oe, oa = points["oracle"]
     ax.scatter(oe, oa, marker="*", s=180, color="gold", edgecolor="k", label="oracle", zorder=5)
+    if points.get("deployed"):  # the deployed policy, whatever its kind, scored once on test
+        de, da, served = points["deployed"]
+        ax.scatter(de, da, marker="D", s=90, facecolor="none", edgecolor="crimson", linewidth=1.8,
+                   label=f"deployed: {served}"[:60], zorder=6)
     front = [xy for n, xy in singles.items() if ("single", n) in frontier]
     front += [r[:2] for n, r in routers.items() if ("router", n) in frontier]
     if front:

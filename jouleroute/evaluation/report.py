@@ -14,9 +14,11 @@ from pathlib import Path
 
 from jouleroute.evaluation.config import EvaluateConfig
 from jouleroute.evaluation.formatting import fmt as _f
-from jouleroute.evaluation.cascade_section import cascade_lines, cascade_metrics, write_chain_files
-from jouleroute.evaluation.deployed_section import deployed_lines, deployed_metrics
-from jouleroute.evaluation.selection_section import query_energy_lines, selection_lines
+from jouleroute.evaluation.cascade_section import cascade_metrics
+from jouleroute.evaluation.cascades import write_chain_files
+from jouleroute.evaluation.deployed_section import deployed_metrics
+from jouleroute.evaluation.results_page import FRONTIER_PLOT, results_lines
+from jouleroute.evaluation.val_contest_section import query_energy_lines, selection_lines
 from jouleroute.evaluation.plots import (plot_accuracy_vs_energy, plot_lambda_star_by_task, plot_lambda_sweep,
                                         plot_routing_mix, safe_name)
 
@@ -88,7 +90,7 @@ def iso_accuracy_metrics(block: dict) -> dict:
     return out
 
 
-def markdown(report: dict) -> str:
+def markdown(report: dict, with_plot: bool = False) -> str:
     view = report["headline_view"]
     src = report["views"][view]["energy_source"]
     prov = report.get("provenance", {})
@@ -98,28 +100,7 @@ def markdown(report: dict) -> str:
              "Provenance: " + (", ".join(f"{k}={v}" for k, v in sorted(prov.items())) or "none given"), ""]
     if src.startswith("mixed:"):
         lines += [f"> **Warning**: energy figures mix sources ({src}); comparisons are indicative only.", ""]
-    lines += deployed_lines(report.get("deployed"), src) + cascade_lines(report.get("cascade"), src) + [""]
-    lines += ["## Single candidates and oracle", "",
-              f"| policy | accuracy | J/query [{src}] | J/correct [{src}] | latency p95 s |", "|---|---|---|---|---|"]
-    for name, s in list(report["singles"].items()) + [("**oracle**", report["oracle"])]:
-        v = s["views"][view]
-        lines.append(f"| {name} | {_f(v['accuracy'])} | {_f(v['j_per_query'])} | {_f(v['j_per_correct'])} "
-                     f"| {_f(v['latency_p95_s'])} |")
-    ref = report["views"][view]
-    lines += ["", f"Cheapest single: `{ref['cheapest_single']}`; most accurate single: `{ref['best_single']}`; "
-              f"AIQ of the singles alone (zero router): {_f(ref['aiq_zero_router'])}.", ""]
-    if report["routers"]:
-        lines += ["## Routers", "",
-                  f"| router | family | lambda | accuracy | J/query [{src}] | J/query models only | AIQ | PGR "
-                  "| % oracle savings captured | Pareto |", "|---|---|---|---|---|---|---|---|---|---|"]
-        for name, r in report["routers"].items():
-            v, m = r["views"][view], r["views"]["models_only"]
-            ci = v.get("accuracy_ci")
-            acc = _f(v["accuracy"]) + (f" [{_f(ci[0])}, {_f(ci[1])}]" if ci else "")
-            lines.append(f"| {name} | {r['family']} | {_f(r['lam'])} | {acc} | {_f(v['j_per_query'])} "
-                         f"| {_f(m['j_per_query'])} | {_f(v['aiq'])} | {_f(v['pgr'])} "
-                         f"| {_f(v['savings_captured_pct'], 1)} | {_f(v['on_frontier'])} |")
-        lines += ["", savings_note(report, view)]
+    lines += results_lines(report, f"plots/{FRONTIER_PLOT}" if with_plot else None) + [""]
     if report["families"]:
         lines += ["", "## Lambda families", "", f"Expensive candidates: {report['expensive_candidates']}.", "",
                   "| family | AIQ | AIQ lift | lambda* | transition width (log10 lambda) | resolved |",
@@ -145,22 +126,6 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} | " + " | ".join(_f(per[t]["accuracy"]) for t in report["tasks"]) + " |")
     lines += ["", "Definitions: docs/metrics.md. Plots: plots/*.png.", ""]
     return "\n".join(lines)
-
-
-def savings_note(report: dict, view: str) -> str:
-    """What "% oracle savings captured" means here, with this run's two ends, and why a value is negative."""
-    best = report["views"][view]["best_single"]
-    e_best = report["singles"][best]["views"][view]["j_per_query"]
-    e_oracle = report["oracle"]["views"][view]["j_per_query"]
-    values = [r["views"][view].get("savings_captured_pct") for r in report["routers"].values()]
-    negative = sum(1 for v in values if v is not None and v < 0)
-    return (f"% oracle savings captured = 100 × (E_best − E_router) / (E_best − E_oracle): the share of the "
-            f"{_f(e_best)} − {_f(e_oracle)} J/query the oracle saves against always asking the most accurate single "
-            f"(`{best}`) that a router keeps, counted only while its accuracy is within evaluate.accuracy_tolerance "
-            f"of that single's (0 below). 100 is the oracle's saving, above 100 cheaper than the oracle by giving up "
-            f"accuracy; below 0 (" + (f"{negative} router(s) here" if negative else "none here") +
-            f") the router spends more J/query than `{best}` alone, e.g. −100 is one whole oracle saving more "
-            "(docs/metrics.md).")
 
 
 def comparison_lines(block: dict | None) -> list[str]:
@@ -242,10 +207,12 @@ def _plots(report: dict, plot_dir: Path) -> dict[str, Path]:
         "routers": {n: (r["views"][view]["j_per_query"], r["views"][view]["accuracy"], r["family"], r["lam"])
                     for n, r in routers.items()},
         "cascade": [(p["j_per_query"], p["accuracy"]) for p in (report.get("cascade") or {}).get("test_frontier", [])],
+        "deployed": ((report["deployed"]["test"]["j_per_query"], report["deployed"]["test"]["accuracy"],
+                      report["deployed"].get("served", "deployed")) if report.get("deployed") else None),
     }
     front = {("single", n) for n, e in report["singles"].items() if e["views"][view]["on_frontier"]}
     front |= {("router", n) for n, e in routers.items() if e["views"][view]["on_frontier"]}
-    out = {"accuracy_vs_energy": plot_accuracy_vs_energy(points, front, src, plot_dir / "accuracy_vs_energy.png")}
+    out = {"accuracy_vs_energy": plot_accuracy_vs_energy(points, front, src, plot_dir / FRONTIER_PLOT)}
     if report["families"]:
         sweeps = {f: {**v["sweep"], "lambda_star": v["lambda_star"]} for f, v in report["families"].items()}
         out["lambda_sweep"] = plot_lambda_sweep(sweeps, src, plot_dir / "lambda_sweep.png")
@@ -271,7 +238,7 @@ def write_outputs(report: dict, out_dir: Path, cfg: EvaluateConfig) -> tuple[dic
              "markdown": out_dir / "report.md", "sweep": out_dir / "sweep.csv"}
     paths["metrics"].write_text(json.dumps(metrics, indent=2, allow_nan=False) + "\n")
     paths["report"].write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
-    paths["markdown"].write_text(markdown(report))
+    paths["markdown"].write_text(markdown(report, cfg.plots))
     write_sweep_csv(report, paths["sweep"])
     if "cascade" in report:  # the chosen chains, as files `serve` runs
         write_chain_files(report["cascade"], out_dir / "cascade")

@@ -278,7 +278,7 @@ def run_evaluate(
                                                   cfg.noninferiority_margin, cfg.bootstrap_samples, cfg.confidence,
                                                   cfg.seed))
     if cfg.cascade.enabled:
-        from jouleroute.evaluation.cascade_section import cascade_block
+        from jouleroute.evaluation.cascades import cascade_block
 
         best = deployment["singles"]["best_single"]["candidate"] if deployment else None
         router_target = (deployment["target"], deployment["floor_or_share"]) if deployment else None

@@ -1,21 +1,22 @@
 """Stage `embedded_page`: write docs/embedded-default.md and the README's table from the last run.
 
-Per-task accuracy per candidate vs chance, oracle and published figures; router figures on
-the test split and the held-out check. Never a typed figure: the README block between the
+Per-task accuracy per candidate vs chance, oracle and published figures; the results as every page renders them
+(evaluation/results_page.py: the deployed policy, every kind's choice, the frontier plot, the cascades, the pool,
+the routers) and the held-out check. Never a typed figure: the README block between the
 `embedded-default` markers is rewritten, so the README shows what the last run measured.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
 
-from jouleroute.evaluation.cascade_section import cascade_lines
-from jouleroute.evaluation.deployed_section import deployed_lines
 from jouleroute.evaluation.report import comparison_lines
-from jouleroute.evaluation.selection_section import selection_lines
+from jouleroute.evaluation.results_page import FRONTIER_PLOT, results_lines
+from jouleroute.evaluation.val_contest_section import selection_lines
 from jouleroute.evaluation.task_table import load_model_cards, per_task_table, task_winners
 from jouleroute.stages.context import StageContext
 from jouleroute.training.budget import budget_section
@@ -61,13 +62,10 @@ def embedded_page_stage(ctx: StageContext) -> Path:
         "",
         *task_lines,
         "",
-        "## The router on this pool",
-        *deployed_lines(report.get("deployed"), report["views"][report["headline_view"]]["energy_source"]),
-        *cascade_lines(report.get("cascade"), report["views"][report["headline_view"]]["energy_source"]),
+        "## What is deployed on this pool",
+        *results_lines(report, _frontier_plot(ctx)),
         "",
         *headline,
-        "",
-        *_router_table(report),
         *comparison_lines(report.get("aiq_difference")),  # LM − each baseline, paired-bootstrap CI
         *selection_lines(report.get("selection")),  # the champion `jouleroute serve` serves
         *budget_section(ctx.path("budget_dir"), ctx.root / DOC),  # the budget stage's curve: table and plot
@@ -151,15 +149,15 @@ def _headline(report: dict, heldout: dict, reference_lam: float) -> list[str]:
     return lines
 
 
-def _router_table(report: dict) -> list[str]:
-    lines = ["| policy | λ | accuracy | J/query (models only) | J/query (with router overhead) |",
-             "|---|---:|---:|---:|---:|"]
-    entries = {**report["singles"], "oracle": report["oracle"], **report["routers"]}
-    for name, e in entries.items():
-        mo, wo = e["views"]["models_only"], e["views"]["with_overhead"]
-        lam = "" if e.get("lam") is None else f"{e['lam']:g}"
-        lines.append(f"| {name} | {lam} | {mo['accuracy']:.3f} | {mo['j_per_query']:.2f} | {wo['j_per_query']:.2f} |")
-    return lines
+def _frontier_plot(ctx: StageContext) -> str | None:
+    """The evaluate stage's frontier plot beside the tracked page (docs/); None for a params copy or without one."""
+    drawn = ctx.path("evaluate_dir") / "plots" / FRONTIER_PLOT
+    if ctx.namespace is not None or not drawn.is_file():
+        return None
+    copy = (ctx.root / DOC).with_name(f"{DOC.stem}-frontier.png")
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(drawn, copy)
+    return copy.name
 
 
 def _sync_readme(readme: Path, block: list[str]) -> None:

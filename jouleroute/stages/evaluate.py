@@ -20,7 +20,7 @@ from jouleroute.evaluation.champion import (adopt_deployed, champion_artifact, c
                                             write_deployed_chain)
 from jouleroute.evaluation.contest import EvaluateSetup, fit_contest
 from jouleroute.evaluation.deployed import DEPLOYED, deployed_decisions
-from jouleroute.evaluation.deployed_policy import CASCADE, SINGLE
+from jouleroute.policy.choose import CASCADE, SINGLE
 from jouleroute.evaluation.deployment import decide_deployment
 from jouleroute.evaluation.headline import headline
 from jouleroute.evaluation.mlflow_log import flatten

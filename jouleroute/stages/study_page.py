@@ -1,18 +1,20 @@
 """Stage `study_page`: write a study's page (paths.study_doc) from its evaluation.
 
-Reads the evaluation report of the params file's paths and writes the study page (the pool,
-every router, the targets), never by hand. The last stage of a study's dvc.yaml.
+Reads the evaluation report of the params file's paths and writes the study page, never by hand: the results as
+every page renders them (evaluation/results_page.py: the deployed policy, every kind's choice, the frontier plot, the
+cascades, the pool, the routers), then the study's own sections (targets, training curves, costs). The last stage
+of a study's dvc.yaml.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
-from jouleroute.evaluation.cascade_section import cascade_lines
-from jouleroute.evaluation.deployed_section import deployed_lines
-from jouleroute.evaluation.report import comparison_lines, iso_accuracy_lines, savings_note
-from jouleroute.evaluation.selection_section import selection_lines
+from jouleroute.evaluation.report import comparison_lines, iso_accuracy_lines
+from jouleroute.evaluation.results_page import FRONTIER_PLOT, results_lines
+from jouleroute.evaluation.val_contest_section import selection_lines
 from jouleroute.replay.pools import public_pools
 from jouleroute.routing.families import learned_families
 from jouleroute.stages.context import StageContext
@@ -29,7 +31,6 @@ def study_page_stage(ctx: StageContext) -> Path:
     source = json.loads((ctx.path("evaluate_dir") / "metrics.json").read_text()).get("energy_source", "?")
     stat = lambda entry: entry["views"][view]
     singles = {name: stat(e) for name, e in report["singles"].items()}
-    oracle = stat(report["oracle"])
     routers = {name: (e, stat(e)) for name, e in report["routers"].items() if e["kind"] == "router"}
     best_name = max(singles, key=lambda n: (singles[n]["accuracy"], -singles[n]["j_per_query"]))
     out = ctx.path("study_doc")
@@ -44,30 +45,9 @@ def study_page_stage(ctx: StageContext) -> Path:
         f"**Every energy figure here is `{source}`**: " + origin,
         "",
         f"Scored on {report['n_queries']} `{report['split']}` queries; view: `{view}`.",
-        *deployed_lines(report.get("deployed"), source),
-        *cascade_lines(report.get("cascade"), source),
-        "",
-        "## The pool",
-        "",
-        "| model | accuracy | J/query |",
-        "|---|---:|---:|",
+        *results_lines(report, _frontier_plot(ctx, out)),
     ]
-    for name, s in sorted(singles.items(), key=lambda kv: kv[1]["j_per_query"]):
-        lines.append(f"| {name} | {s['accuracy']:.3f} | {s['j_per_query']:.1f} |")
-    lines += [f"| **oracle** (cheapest correct per query) | {oracle['accuracy']:.3f} | {oracle['j_per_query']:.1f} |",
-              "", "## Where the routers land", "",
-              "| router | λ | accuracy | J/query | AIQ (family) | % of oracle savings captured | on frontier |",
-              "|---|---:|---:|---:|---:|---:|---|"]
-    for name, (entry, s) in sorted(routers.items(), key=lambda kv: (kv[1][0]["family"], kv[1][0]["lam"] or 0)):
-        fam = report["families"].get(entry["family"], {})
-        aiq = fam.get("views", {}).get(view, {}).get("aiq")
-        lam = "" if entry["lam"] is None else f"{entry['lam']:g}"
-        saved = s.get("savings_captured_pct")
-        lines.append(f"| {name} | {lam} | {s['accuracy']:.3f} | {s['j_per_query']:.1f} | "
-                     f"{'' if aiq is None else f'{aiq:.3f}'} | {'' if saved is None else f'{saved:.1f}'} | "
-                     f"{'yes' if s.get('on_frontier') else 'no'} |")
     out.parent.mkdir(parents=True, exist_ok=True)
-    lines += ["", savings_note(report, view)]
     lines += ["", "## Targets", ""] + _targets(report, routers, singles, best_name, view)
     lines += comparison_lines(report.get("aiq_difference"))  # LM − each baseline, paired-bootstrap CI
     lines += iso_accuracy_lines(report.get("iso_accuracy"))  # hindsight: chosen on test, the deployed point's bound
@@ -155,6 +135,17 @@ def _targets(report: dict, routers: dict, singles: dict, best_name: str, view: s
                   f"{lm[closest]['j_per_query']:.1f} J/query ({lm[closest]['j_per_query'] / best['j_per_query']:.0%} "
                   f"of {best_name}'s energy)."))
     return out
+
+
+def _frontier_plot(ctx: StageContext, page: Path) -> str | None:
+    """The evaluate stage's frontier plot, copied beside the page (its name relative to it); None without one."""
+    drawn = ctx.path("evaluate_dir") / "plots" / FRONTIER_PLOT
+    if not drawn.is_file():
+        return None
+    copy = page.with_name(f"{page.stem}-frontier.png")
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(drawn, copy)
+    return copy.name
 
 
 def _rel(path: Path, root: Path) -> str:

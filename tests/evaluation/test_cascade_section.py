@@ -6,7 +6,8 @@ import numpy as np
 
 from jouleroute.cascade.artifact import ChainArtifact
 from jouleroute.evaluation.bootstrap import family_aiq
-from jouleroute.evaluation.cascade_section import cascade_block, cascade_lines, cascade_metrics, write_chain_files
+from jouleroute.evaluation.cascade_section import cascade_lines, cascade_metrics
+from jouleroute.evaluation.cascades import cascade_block, write_chain_files
 from jouleroute.evaluation.outcomes import build_matrix
 from tests.evaluation.conftest import profile_rows, queries_frame
 

@@ -1,6 +1,6 @@
 """The champion is an artifact: the evaluate stage saves the router it chose as fitted, with the deployed λ
 (chosen on selection data, evaluation/deployed.py), and the gateway loads it, never refitting, and decides the test queries exactly as evaluate
-did at that λ. The real evaluate stage on the small synthetic profile of test_selection.py (real kNN/MLP/MF,
+did at that λ. The real evaluate stage on the small synthetic profile of test_val_contest.py (real kNN/MLP/MF,
 hashing embedder), with a train subsample (``baselines.max_train_queries``) that a refit ignoring it would miss.
 """
 
@@ -21,7 +21,7 @@ from jouleroute.routing.baselines.learned import LearnedRouter
 from jouleroute.routing.champion import DECISIONS, read_champion
 from jouleroute.stages.context import StageContext
 from jouleroute.stages.evaluate import evaluate_stage
-from tests.evaluation.test_selection import _data, _stage_repo
+from tests.evaluation.test_val_contest import _data, _stage_repo
 
 
 def test_the_gateway_serves_evaluates_champion_as_fitted_at_the_deployed_lambda(tmp_path, monkeypatch):

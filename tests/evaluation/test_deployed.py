@@ -1,7 +1,7 @@
 """The deployed point (evaluation/deployed.py, deployment.py): every choice on selection data, scored once on test.
 
 The stage tests run the real evaluate stage on small synthetic profiles (real router_data val rows, real kNN and
-MF fitted on hashing embeddings, nothing downloaded; tracking off, as in test_selection.py).
+MF fitted on hashing embeddings, nothing downloaded; tracking off, as in test_val_contest.py).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 
 from jouleroute.evaluation.config import EvaluateConfig
-from jouleroute.evaluation.deployed import choose_deployed, score_deployed
+from jouleroute.policy.route import choose_deployed, score_deployed
 from jouleroute.policy.singles import pick_singles
 from jouleroute.policy.target import Target as RouterTarget
 from tests.evaluation.conftest import profile_rows
-from tests.evaluation.test_selection import _data, _stage_repo
+from tests.evaluation.test_val_contest import _data, _stage_repo
 
 CHOICES = ("champion", "family", "chosen_by", "lam", "met_on_selection", "singles", "selection_sweep", "stability",
            "policy", "single", "contenders", "routing_on_selection", "deployed", "kinds", "single_on_selection")
@@ -162,7 +162,7 @@ def test_score_deployed_pairs_the_resamples_and_states_the_verdicts():
 
 
 def _sweep(name: str, correct: np.ndarray, energy: np.ndarray, best: tuple, overhead: float = 0.0):
-    from jouleroute.evaluation.deployed_policy import ContenderSweep
+    from jouleroute.policy.route import ContenderSweep
 
     ids = [f"q{i}" for i in range(len(correct))]
     return ContenderSweep(name, name, "train+val", ids, correct, energy, best[0], best[1], overhead)
@@ -180,7 +180,7 @@ def _selection(correct: np.ndarray, energy: np.ndarray, candidates: list[str]):
 def test_routing_that_its_own_cost_eats_deploys_the_reference_single_and_a_cheaper_contender_is_champion():
     """The router's own J/query counts on selection data: a saving it eats is no saving; among contenders, the one
     whose deployed point is cheapest at the target is the champion, whichever came first."""
-    from jouleroute.evaluation.deployed_policy import choose_policy
+    from jouleroute.evaluation.router_champion import choose_policy
 
     rng = np.random.default_rng(0)
     n, lams = 400, [0.0, 0.5]
@@ -205,7 +205,7 @@ def test_routing_that_its_own_cost_eats_deploys_the_reference_single_and_a_cheap
 
 
 def test_a_router_missing_the_target_deploys_the_single_that_meets_it():
-    from jouleroute.evaluation.deployed_policy import choose_policy
+    from jouleroute.evaluation.router_champion import choose_policy
 
     n = 200
     m = _selection(np.stack([np.ones(n), np.zeros(n)], axis=1), np.tile([10.0, 1.0], (n, 1)), ["big", "small"])

@@ -14,7 +14,7 @@ from jouleroute.gateway.build import build_gateway
 from jouleroute.gateway.cascade import CascadeGateway
 from jouleroute.gateway.config import GatewayConfig
 from tests.evaluation.test_cascade_section import _pool
-from tests.evaluation.test_selection import _stage_repo
+from tests.evaluation.test_val_contest import _stage_repo
 from tests.gateway.conftest import LiveServer
 from tests.gateway.scripted import ScriptedBackend
 

@@ -11,9 +11,9 @@ import pytest
 
 from jouleroute.evaluation.knn_evidence import choose_knn_evidence, fold_of
 from jouleroute.evaluation.label_eval import load_rows
-from jouleroute.evaluation.selection import val_queries
+from jouleroute.evaluation.val_contest import val_queries
 from jouleroute.routing.scores import Scores
-from tests.evaluation.test_selection import ENERGY, SKILL, _data
+from tests.evaluation.test_val_contest import ENERGY, SKILL, _data
 
 POOL = sorted(SKILL)
 

@@ -88,7 +88,7 @@ def test_the_evaluate_stage_chooses_an_explicit_target_on_the_selection_sweep(tm
     that meets it on the champion's selection sweep, and task_best's hindsight share stays in metrics.json."""
     from jouleroute.stages.evaluate import evaluate_stage
 
-    from .test_selection import _data, _stage_repo
+    from .test_val_contest import _data, _stage_repo
 
     profile, queries = _data()
     ctx = _stage_repo(tmp_path, profile, queries, router={"target": {"energy_share": 0.6}},

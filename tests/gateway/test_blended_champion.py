@@ -10,7 +10,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from jouleroute.evaluation.selection import Contender, select
+from jouleroute.evaluation.val_contest import Contender, select
 from jouleroute.gateway.app import create_app
 from jouleroute.gateway.build import build_gateway
 from jouleroute.gateway.config import GatewayRouterConfig

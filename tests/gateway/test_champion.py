@@ -14,7 +14,7 @@ from openai import OpenAI
 
 from jouleroute.commands.serve import with_address
 from jouleroute.config import load_params
-from jouleroute.evaluation.selection import Contender, select
+from jouleroute.evaluation.val_contest import Contender, select
 from jouleroute.gateway.app import create_app
 from jouleroute.gateway.build import build_gateway
 from jouleroute.stages.context import StageContext

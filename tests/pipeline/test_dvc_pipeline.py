@@ -208,7 +208,7 @@ def test_the_champion_is_chosen_on_val_registered_and_reported(tiny_repo, reprod
     val_winner = selection.get("val_winner") or selection["winner"]  # the val contest's, before deployment
     winner = next(c for c in selection["contenders"] if c["name"] == val_winner["name"])
     assert winner in tied and share(winner) == min(share(c) for c in tied)
-    # the champion saved and registered is the one deployed on selection data (evaluation/deployed_policy.py)
+    # the champion saved and registered is the one deployed on selection data (evaluation/router_champion.py)
     assert selection["winner"]["name"] == report["deployed"]["champion"]
     # kNN evidence in the LM router was tried on val: every weight with either energy estimate
     evidence = selection["knn_evidence"]

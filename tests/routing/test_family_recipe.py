@@ -55,7 +55,7 @@ def test_the_recipes_family_is_trained_evaluated_a_contender_and_servable(tmp_pa
     from jouleroute.gateway.build import build_router as gateway_router
     from jouleroute.gateway.config import GatewayConfig
     from jouleroute.stages.evaluate import evaluate_stage
-    from tests.evaluation.test_selection import _data, _stage_repo
+    from tests.evaluation.test_val_contest import _data, _stage_repo
 
     assert prior_family.learned and families.learned_families()[-1] == "prior"
     profile, queries = _data()

@@ -17,47 +17,17 @@ Stability: the share of bootstrap resamples of the selection queries that choose
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from jouleroute.evaluation.deployed import choose_deployed
 from jouleroute.evaluation.outcomes import ProfileMatrix
-from jouleroute.policy.choose import (CASCADE, ROUTE, SINGLE, PolicyOutcomes, choose_across_kinds,  # noqa: F401
-                                      singles_as_policies)
+from jouleroute.policy.choose import PolicyOutcomes, choose_across_kinds, singles_as_policies
 from jouleroute.policy.meet import meet_target
+from jouleroute.policy.route import ContenderSweep, route_policy
 from jouleroute.policy.target import Target
 from jouleroute.stats import resample_index
 
-
-
-@dataclass(frozen=True)
-class ContenderSweep:
-    """A contender's selection sweep: [queries, λ] correctness and models' energy of its choices on
-    ``query_ids`` (the best single's outcomes on the same queries beside them) and its own J/query."""
-
-    name: str
-    family: str
-    data: str  # how it was scored, e.g. "train+val, cross-fitted over 5 folds" or "val"
-    query_ids: list[str]
-    correct: np.ndarray
-    energy: np.ndarray
-    best_correct: np.ndarray
-    best_energy: np.ndarray
-    overhead_j: float = 0.0  # its own mean J/query on selection queries (0 when the headline leaves it out)
-
-    def point(self, target: Target, lams: Sequence[float], tolerance: float, rows=None) -> dict:
-        """Its deployed λ on ``rows`` (default: every query) and that point's figures."""
-        rows = np.arange(len(self.query_ids)) if rows is None else rows
-        energy = self.energy[rows] + self.overhead_j
-        choice = choose_deployed(target, lams, self.correct[rows], energy, self.best_correct[rows],
-                                 self.best_energy[rows], tolerance)
-        k = list(lams).index(choice["lam"])
-        best_acc, best_j = float(self.best_correct[rows].mean()), float(self.best_energy[rows].mean())
-        acc, joules = float(self.correct[rows, k].mean()), float(energy[:, k].mean())
-        return choice | {"accuracy": acc, "j_per_query": joules, "overhead_j": self.overhead_j,
-                         "accuracy_diff_vs_best": acc - best_acc, "energy_share_of_best": joules / best_j}
 
 
 def choose_policy(target: Target, lams: Sequence[float], contenders: Sequence[ContenderSweep],
@@ -74,7 +44,7 @@ def choose_policy(target: Target, lams: Sequence[float], contenders: Sequence[Co
     k = _champion(target, points, tolerance) if contenders else None
     kinds = list(others) + singles_as_policies(m)
     if k is not None:
-        kinds.insert(0, _route_policy(contenders[k], points[k], lams))
+        kinds.insert(0, route_policy(contenders[k], points[k], lams))
     decision = choose_across_kinds(target, kinds, m, tolerance, margin, samples, seed, confidence)
     out = decision | {"champion": None if k is None else contenders[k].name,
                       "family": None if k is None else contenders[k].family, "index": k,
@@ -85,12 +55,6 @@ def choose_policy(target: Target, lams: Sequence[float], contenders: Sequence[Co
                  for rows in resample_index(len(m.query_ids), samples, seed)]
         out["stability"] = {"champion": float(np.mean(np.array(again) == k)), "samples": samples}
     return out
-
-
-def _route_policy(c: ContenderSweep, point: dict, lams: Sequence[float]) -> PolicyOutcomes:
-    k = list(lams).index(point["lam"])
-    return PolicyOutcomes(ROUTE, c.name, c.data, list(c.query_ids), c.correct[:, k], c.energy[:, k] + c.overhead_j,
-                          c.best_correct, c.best_energy, {"family": c.family, "lam": point["lam"]})
 
 
 def _points(target: Target, lams, contenders, m: ProfileMatrix, tolerance: float, rows) -> list[dict]:

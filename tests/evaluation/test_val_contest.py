@@ -1,4 +1,4 @@
-"""The champion is chosen on val (evaluation/selection.py, in the evaluate stage) and never reads test.
+"""The champion is chosen on val (evaluation/val_contest.py, in the evaluate stage) and never reads test.
 
 The stage test runs the real evaluate stage on a small synthetic profile: real router_data val rows,
 real kNN/MLP/MF baselines (hashing embedder, nothing downloaded). Tracking is off there (MLflow's
@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from jouleroute.evaluation.label_eval import load_rows
-from jouleroute.evaluation.selection import Contender, baseline_contender, lm_contenders, select, val_queries
+from jouleroute.evaluation.val_contest import Contender, baseline_contender, lm_contenders, select, val_queries
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.routing.registry import build_router
 from jouleroute.routing.utility import utilities
@@ -149,8 +149,8 @@ def test_the_champion_s_margin_has_a_paired_bootstrap_ci_and_a_tie_is_named(tmp_
     that never changes sign is a win, a noisy one whose interval contains 0 is reported as a tie, with the rule
     that picks the champion. where and the report say so in words."""
     from jouleroute.commands.where import champion_lines
-    from jouleroute.evaluation.selection_section import champion_ci_line
-    from jouleroute.evaluation.selection import margin_ci
+    from jouleroute.evaluation.val_contest_section import champion_ci_line
+    from jouleroute.evaluation.val_contest import margin_ci
 
     grid = {"0": 0.5, "2": 0.5}
     queries = [f"q{i}" for i in range(60)]
@@ -197,7 +197,7 @@ def test_the_iso_accuracy_rule_deploys_the_contender_that_spends_least_at_the_be
     """Among the contenders tied on mean val utility (paired CI holds 0), the default rule deploys the one with
     the figure a user decides by: the cheapest val point within the tolerance of the best single model's val
     accuracy, as a share of its energy. A contender ahead on utility beyond noise keeps the crown."""
-    from jouleroute.evaluation.selection import iso_share, val_reference
+    from jouleroute.evaluation.val_contest import iso_share, val_reference
 
     grid = lambda *v: dict(zip(("0", "0.5", "2"), v))
     reference = {"candidate": "large", "accuracy": 0.80, "j_per_query": 10.0}
@@ -220,7 +220,7 @@ def test_the_iso_accuracy_rule_deploys_the_contender_that_spends_least_at_the_be
     assert iso["tied_on_utility"] == ["mf", "knn"] and iso["margin_is_tie"] is True
     # the report and `where` say who is best on utility, that the champion is tied with it, and why it is deployed
     from jouleroute.commands.where import champion_lines
-    from jouleroute.evaluation.selection_section import selection_lines
+    from jouleroute.evaluation.val_contest_section import selection_lines
 
     assert iso["best_on_utility"]["name"] == "knn"
     gap = next(c for c in iso["contenders"] if c["name"] == "mf")
