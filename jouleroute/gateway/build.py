@@ -29,6 +29,7 @@ from jouleroute.gateway.measured import MeasuredEnergy
 from jouleroute.gateway.remote import RemoteUpstream
 from jouleroute.gateway.upstreams import InProcessUpstream, Upstream
 from jouleroute.paths import PathsConfig
+from jouleroute.policy.kinds import deployed_policy, describe
 from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.routing.baselines.config import BaselinesConfig
 from jouleroute.routing.lm.config import RouterConfig
@@ -298,49 +299,75 @@ def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, loc
 
 
 def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None) -> Gateway:
-    """The gateway ``jouleroute serve`` runs: the upstreams, keys and energy, and a router (the champion by
-    default) or, with ``gateway.router.kind: cascade``, a chain whose stages answer ``jouleroute-auto``."""
+    """The gateway ``jouleroute serve`` runs: the upstreams, keys and energy, and what answers ``jouleroute-auto``.
+    With no ``gateway.router`` and no ``router.target``: the policy the evaluate stage deployed, whatever its kind,
+    through its entry of ``SERVE`` (a route or a single model: the champion router; a cascade: its chain file).
+    Otherwise the router ``gateway.router`` names (``kind: cascade``: a chain file)."""
     cfg = cfg or p.gateway
     keys = KeyStore.load(cfg.auth, root)
     check_exposure(cfg, keys)
-    meter = make_meter(p.energy)
-    lock = threading.Lock()
-    expected = ExpectedEnergy.from_profile(p.paths.resolve("profile", root), p.energy.prefill_weight)
-    chain_file = deployed_chain(p, cfg, root)
-    if cfg.router.kind == "cascade" or chain_file is not None:
-        from jouleroute.gateway.cascade import cascade_gateway
+    parts = _Parts(p, cfg, root, keys, make_meter(p.energy), threading.Lock(),
+                   ExpectedEnergy.from_profile(p.paths.resolve("profile", root), p.energy.prefill_weight))
+    record = deployed_record(p, cfg, root)
+    if record is not None:
+        kind = deployed_policy(record, str(champion_dir(p, root) / "champion.json"))["kind"]
+        logger.info("serving the deployed policy: %s", describe(record["deployed"]))
+        gateway = SERVE[kind](parts, record)
+    elif cfg.router.kind == "cascade":
+        gateway = _serve_cascade(parts, None)
+    else:
+        gateway = _serve_router(parts, None)
+    attach_measured(gateway)
+    return gateway
 
-        gateway = cascade_gateway(cfg, root, build_upstreams(p, cfg, root, meter, lock, expected), keys, lock,
-                                  chain_file)
-        attach_measured(gateway)
-        return gateway
-    router = build_router(p, cfg, root, meter)
+
+class _Parts:
+    """What every kind's gateway is built from: the params, config, keys, meter, lock and expected energy."""
+
+    def __init__(self, p, cfg, root, keys, meter, lock, expected) -> None:
+        self.p, self.cfg, self.root, self.keys, self.meter, self.lock, self.expected = (p, cfg, root, keys, meter,
+                                                                                        lock, expected)
+
+    def upstreams(self) -> dict:
+        return build_upstreams(self.p, self.cfg, self.root, self.meter, self.lock, self.expected)
+
+
+def _serve_router(parts: _Parts, record: dict | None) -> Gateway:
+    """A route or a single model (the champion router; every query to one model when that was deployed), or the
+    router ``gateway.router`` names."""
+    p, cfg = parts.p, parts.cfg
+    router = build_router(p, cfg, parts.root, parts.meter)
     stale = sorted(set(router.candidates) - set(p.candidate_ids))
     if not cfg.upstreams and stale:  # the embedded default serves the params' pool
         raise ValueError(f"the router ({router.name}) was trained for candidates {stale} that the params' pool "
                          f"({p.candidate_ids}) lacks; rerun `make run` so router and pool match, or map them "
                          "in gateway.upstreams")
-    upstreams = build_upstreams(p, cfg, root, meter, lock, expected)
-    gateway = Gateway(cfg, router, upstreams, keys, lock)
-    attach_measured(gateway)
-    return gateway
+    return Gateway(cfg, router, parts.upstreams(), parts.keys, parts.lock)
 
 
-def deployed_chain(p: Params, cfg: GatewayConfig, root: Path) -> Path | None:
-    """The deployed cascade's chain file when the evaluate stage deployed a cascade and nothing else is asked for
-    (no gateway.router, no router.target): `serve` with no options serves what the report deployed."""
+def _serve_cascade(parts: _Parts, record: dict | None) -> Gateway:
+    """A deployed cascade (its chain file beside champion.json) or the chain file ``gateway.router.chain`` names."""
+    from jouleroute.gateway.cascade import cascade_gateway
+
+    chain_file = None if record is None else champion_dir(parts.p, parts.root) / "chain.json"
+    return cascade_gateway(parts.cfg, parts.root, parts.upstreams(), parts.keys, parts.lock, chain_file)
+
+
+SERVE = {"route": _serve_router, "single": _serve_router, "cascade": _serve_cascade}  # one entry per policy kind
+
+
+def deployed_record(p: Params, cfg: GatewayConfig, root: Path) -> dict | None:
+    """The champion record whose deployed policy `serve` runs when nothing else is asked for (no gateway.router,
+    no router.target): `serve` with no options serves what the report deployed. None otherwise."""
     from jouleroute.routing.champion import read_champion
 
     if "router" in cfg.model_fields_set or p.router.target is not None:
         return None
-    folder = champion_dir(p, root)
-    record = read_champion(folder)
-    if not record or record.get("policy") != "cascade":
+    record = read_champion(champion_dir(p, root))
+    if not record or not record.get("deployed"):  # none, or an older champion: served as a router
         return None
     check_registry(p, root, record)
-    logger.info("serving the deployed policy: the cascade %s, chosen on selection data (%s)",
-                record["deployed"]["name"], folder)
-    return folder / "chain.json"
+    return record
 
 
 def attach_measured(gateway: Gateway) -> None:

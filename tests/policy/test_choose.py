@@ -74,3 +74,17 @@ def test_an_energy_share_target_deploys_the_most_accurate_policy_within_the_shar
     out = choose_across_kinds(Target(energy_share=0.7), [cascade, *singles_as_policies(m)], m, 0.01, 0.03, 200, 0,
                               0.95)
     assert out["policy"] == CASCADE and out["single"] == "small"
+
+
+def test_every_policy_kind_is_served_through_one_table_and_a_bad_record_is_one_line():
+    import pytest
+
+    from jouleroute.gateway.build import SERVE
+    from jouleroute.policy.kinds import KINDS, deployed_policy, describe
+
+    assert set(SERVE) == set(KINDS) == {ROUTE, SINGLE, CASCADE}
+    assert describe({"kind": SINGLE, "name": "big", "model": "big"}) == "always big"
+    with pytest.raises(ValueError, match="champion.json: 'deployed' names no policy kind .*'router'"):
+        deployed_policy({"deployed": {"kind": "router"}}, "champion.json")
+    with pytest.raises(ValueError, match=r"champion.json: the deployed cascade policy lacks \['stages'"):
+        deployed_policy({"deployed": {"kind": CASCADE, "name": "a > b", "max_output_tokens": None}}, "champion.json")
