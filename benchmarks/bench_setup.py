@@ -11,7 +11,8 @@ URLs), then in the clone:
 3. times the first ``make run`` (every stage through ``dvc repro``, then ``jouleroute where``), noting
    when DVC starts each stage in its output, so the same run gives each stage's wall time;
 4. sums the size of the wheels pip installs (``pip install --dry-run --report``: what a newcomer's
-   machine downloads; here they lie on local disk, so nothing was fetched over the network).
+   machine downloads when none is cached): a wheel on this machine's disk (torch's CPU wheel, pip's local
+   indexes) by its file, one from the package index by a HEAD request for that file.
 
 The machine is shared: the load average is sampled every 15 s during both timings and recorded with
 ``nproc``. Writes ``results/setup.json`` and, from the same run, ``results/end_to_end.json`` (the
@@ -28,9 +29,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+from urllib.parse import unquote
 
 from _common import RESULTS, cpu_model
 
@@ -111,18 +114,20 @@ def wheel_sizes(python: Path, cwd: Path) -> dict:
         return {"error": done.stderr.strip()[-400:]}
     items = json.loads(report.read_text())["install"]
     report.unlink()
-    total, local, remote, torch_b, largest = 0, 0, 0, 0, []
+    total, local, remote, remote_b, torch_b, largest = 0, 0, 0, 0, 0, []
     for item in items:
         url = item["download_info"]["url"]
         name = item["metadata"]["name"]
         if url.startswith("file://"):
-            path = Path(url.removeprefix("file://"))
+            path = Path(unquote(url.removeprefix("file://")))  # torch-2.13.0%2Bcpu-...: the URL's '+'  
             if path.is_dir():  # the project itself, installed editable
                 continue
             size = path.stat().st_size
             local += 1
-        else:
-            size, remote = 0, remote + 1  # fetched from an index: its size is not known without downloading
+        else:  # fetched from the package index: its size from a HEAD request for that one file
+            size = index_size(url)
+            remote += 1
+            remote_b += size
         total += size
         torch_b += size if name == "torch" else 0
         largest.append((size, f"{name}=={item['metadata']['version']}"))
@@ -136,15 +141,32 @@ def wheel_sizes(python: Path, cwd: Path) -> dict:
         "largest": [{"wheel": n, "mib": round(s / 2**20, 1)} for s, n in largest[:8]],
         "from_local_disk": local,
         "from_network": remote,
+        "from_network_bytes": remote_b,
+        "from_network_gib": round(remote_b / GIB, 2),
     }
+
+
+def index_size(url: str) -> int:
+    """A wheel's size on the package index (its Content-Length), without downloading it; 0 if not stated."""
+    import httpx
+
+    try:
+        return int(httpx.head(url, timeout=30, follow_redirects=True).headers.get("content-length", 0))
+    except (httpx.HTTPError, ValueError):
+        return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dest", type=Path, default=Path("/work/fresh_setup"))
     parser.add_argument("--skip-run", action="store_true", help="time make setup only")
+    parser.add_argument("--finish", action="store_true",
+                        help="no new run: the sizes and wheels of the clone at DEST, with the times of the run that "
+                             "made it (results/end_to_end.json, written when that run ended)")
     args = parser.parse_args()
     dest: Path = args.dest.resolve()
+    if args.finish:
+        return finish(dest)
     if not (dest.parent / "shared" / "data").is_dir():
         print(f"note: {dest.parent / 'shared/data'} does not exist: the data root will be fetched from its URLs",
               file=sys.stderr)
@@ -165,7 +187,8 @@ def main() -> int:
         "os": platform.platform(),
         "chromium_already_installed": shutil.which("chromium") is not None,
         "data_from": "../shared/data" if (dest.parent / "shared" / "data").is_dir() else "original URLs",
-        "wheels_from": "local disk (pip's find-links and file:// indexes on this machine; no network download)",
+        "wheels_from": "pip's find-links and file:// indexes on this machine where they hold the wheel (torch's CPU "
+                       "wheel among them), else the package index",
         "load_avg_1m_before": round(os.getloadavg()[0], 2),
     }
     started = time.perf_counter()
@@ -203,6 +226,47 @@ def main() -> int:
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0 if setup["rc"] == 0 and result.get("make_run", {}).get("rc", 0) == 0 else 1
+
+
+def finish(dest: Path) -> int:
+    """setup.json for a run whose end_to_end.json was written but whose last steps failed (the first run here: a
+    wheel's file URL, ``%2B`` for ``+``, stopped ``wheel_sizes``). Times and the run's load come from that record;
+    the sizes and wheels are measured now on the same clone; the clone's checkout size on a new clone of the same
+    commit; the load during ``make setup`` was not kept."""
+    e2e = json.loads((RESULTS / "end_to_end.json").read_text())
+    conditions = e2e["conditions"]
+    sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=dest, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    if sha != conditions["git_sha"]:
+        sys.exit(f"bench_setup --finish: {dest} is at {sha}, the record at {conditions['git_sha']}")
+    stages = {k: v for k, v in e2e["stages_s"].items() if not k.startswith(("setup", "other"))}
+    setup_s = e2e["stages_s"]["setup (make setup)"]
+    run_s = round(e2e["total_s"] - setup_s, 1)
+    fresh = Path(tempfile.mkdtemp(prefix="bench-setup-clone-")) / "clone"
+    subprocess.run(["git", "clone", "-q", str(dest), str(fresh)], check=True)
+    sizes = {"clone_bytes": du_bytes(fresh), "venv_bytes": du_bytes(dest / ".venv"),
+             "data_bytes_after_setup": du_bytes(dest / "data"), "clone_bytes_after_run": du_bytes(dest),
+             "clone_bytes_after_run_without_venv": du_bytes(dest, exclude=(".venv",))}
+    shutil.rmtree(fresh.parent)
+    sizes = {**sizes, **{k.replace("_bytes", "_gib"): round(v / GIB, 2) for k, v in sizes.items()}}
+    conditions = {k: v for k, v in conditions.items() if k not in ("load_avg_1m_during_run", "load_avg_1m_after")}
+    conditions["wheels_from"] = ("pip's find-links and file:// indexes on this machine where they hold the wheel "
+                                 "(torch's CPU wheel among them), else the package index")
+    conditions["recovered"] = finish.__doc__.split(".")[0].strip() + "; sizes and wheels measured " + \
+        time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    result = {
+        "conditions": conditions, "clone_s": None,
+        "make_setup": {"cmd": "make setup", "rc": 0, "wall_s": setup_s, "load_avg_1m_before": e2e["load_avg_1m_before"],
+                       "load_avg_1m_during": None},
+        "make_run": {"cmd": "make run", "rc": 0, "wall_s": run_s,
+                     "load_avg_1m_after": e2e["conditions"]["load_avg_1m_after"],
+                     "load_avg_1m_during": e2e["conditions"]["load_avg_1m_during_run"], "stages_s": stages},
+        "sizes": sizes,
+        "wheels": wheel_sizes(dest / ".venv/bin/python", dest),
+    }
+    (RESULTS / "setup.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 def write_end_to_end(setup: dict, run: dict, conditions: dict) -> None:

@@ -126,8 +126,14 @@ def end_to_end(file_name: str, title: str) -> None:
     print("| stage | s |\n|---|---|")
     for stage, seconds in data["stages_s"].items():
         print(f"| {stage} | {seconds} |")
+    c = data.get("conditions") or {}
+    during = c.get("load_avg_1m_during_run")
     print(f"| **total** | **{data['total_s']}** ({data['ratio_to_target']:.2f} of the {data['target_s'] // 60}-min "
-          f"target; load {data['load_avg_1m_before']} before, {data['cpus']} CPUs) |\n")
+          f"target; load {data['load_avg_1m_before']} before"
+          + (f", {during['mean']} during the run (max {during['max']})" if during else "")
+          + f", {data['cpus']} CPUs" + (f", git {c['git_sha']}" if c.get("git_sha") else "") + ") |\n")
+    if data.get("source"):
+        print(f"From {data['source']}.\n")
 
 
 def dask_tournament(file_name: str) -> None:
@@ -298,7 +304,7 @@ def counts(d: dict) -> str:
 
 
 def gib(n: int) -> str:
-    return f"{n / 1024**3:.2f} GiB"
+    return f"{n / 1024**3:.2f} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
 
 
 def setup_figures(heading: str | None = "###") -> None:
@@ -327,17 +333,21 @@ def setup_figures(heading: str | None = "###") -> None:
         print(f"| download: the wheels pip installs | {gib(w['wheels_total_bytes'])} in {w['packages']} packages, "
               f"of which torch's CPU wheel {gib(w['torch_wheel_bytes'])} |")
     print(f"| machine | {c['nproc']} cores ({c['cpu_model']}), {c['memory_gib']} GiB memory |")
-    during = [f"`make setup` {st['load_avg_1m_during']['mean']} (max {st['load_avg_1m_during']['max']})"]
+    during = ([f"`make setup` {st['load_avg_1m_during']['mean']} (max {st['load_avg_1m_during']['max']})"]
+              if st.get("load_avg_1m_during") else [f"`make setup` {st['load_avg_1m_before']} at its start"])
     if run:
         during.append(f"`make run` {run['load_avg_1m_during']['mean']} (max {run['load_avg_1m_during']['max']})")
     print(f"| load average (1 min) during | {', '.join(during)}: the machine was shared, so on an idle one "
           "both take less |")
     print()
-    print(f"Measured {c['when'][:10]}. The wheels came from this machine's disk ({c['wheels_from']}), so the set-up "
-          "time has no download in it: on a fresh machine add the time to fetch the download figure above. "
-          f"The data root filled from {c['data_from']}; "
-          + ("Chromium was already installed (`make setup` installs it as root with apt otherwise: about 100 MB "
-             "more, and a minute). " if c["chromium_already_installed"] else "")
+    local_b = w.get("wheels_total_bytes", 0) - w.get("from_network_bytes", 0)
+    print(f"Measured {c['when'][:10]}. Of the {w.get('packages')} wheels, {w.get('from_local_disk')} ({gib(local_b)}, "
+          f"torch's among them) lay on this machine's disk and {w.get('from_network')} ({gib(w.get('from_network_bytes', 0))})"
+          " came from the package index during the timed `make setup` (pip's cache was empty); on a machine "
+          "without the local wheels, add the time to fetch the rest. "
+          f"The data root filled from {c['data_from']} (from the original URLs elsewhere: docs/data.md); "
+          + ("Chromium was already installed (where it is not, `make setup` installs it as root with apt, which "
+             "these figures do not include). " if c["chromium_already_installed"] else "")
           + f"torch goes in first as the CPU build ({w.get('torch_wheel') or 'torch==2.13.0'}, a local wheel here); "
             "on a machine where pip's default index would bring the CUDA build (gigabytes more, with its CUDA "
             "libraries), make the venv and put the CPU wheel of torch 2.13.0 in it first (`python3.11 -m venv "
