@@ -13,7 +13,7 @@ def savings() -> str:
     scored once on test, against the best and the reference single; the test-chosen share as a hindsight bound."""
     from jouleroute.evaluation.headline import iso_headline
 
-    rows = ["| pool | best single (test acc, J/query) | reference single (test acc, J/query) | deployed "
+    rows = ["| pool | best single (test acc, J/query) | reference single (test acc, J/query) | deployed: kind, policy "
             "| accuracy − best [95% CI], verdict | energy share of best [95% CI] | routing gain vs reference [95% CI] "
             "| hindsight bound | energy |", "|---|---|---|---|---|---|---|---:|---|"]
     pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"  # noqa: E731
@@ -65,10 +65,13 @@ def cascades() -> str:
 
 
 def _served(dep: dict) -> str:
-    """What is deployed: the champion at its λ, or the single model when routing did not pay on selection."""
-    if dep.get("policy") == "single":
-        return f"always {dep['single']} (champion {dep['champion']} did not pay)"
-    return f"{dep['champion']} at {dep['lam']:.3g}"
+    """What is deployed, whatever its kind: a route (the champion at its λ), a cascade (its chain) or one model."""
+    kind = dep.get("policy", "route")
+    if kind == "single":
+        return f"single: always {dep['single']}"
+    if kind == "cascade":
+        return f"cascade: `{dep['deployed_name']}`"
+    return f"route: {dep['champion']} at λ {dep['lam']:.3g}"
 
 
 def _evaluated_pipelines() -> list[tuple[str, dict]]:
