@@ -1,0 +1,167 @@
+"""Capture: what the gateway serves, written down for the next tournament (off by default; ``gateway.capture``).
+
+One JSON line per served request, appended to segment files in ``gateway.capture.folder``: the request id, the
+time, the prompt (or only its sha256 when ``keep_prompts`` is off), the deployed policy's version, the route or
+chain taken, every model called with its answer, joules and joules source, latency and status. The request is a
+chat-completions body, the format `jouleroute.labels.prompts` reads, so a capture folder is a query table away.
+
+- **Never blocks a response**: ``offer`` puts the record on a bounded queue and returns; a full queue drops the
+  record and counts it (``/metrics``: ``jouleroute_gateway_capture_dropped``). One thread writes.
+- **Segments rotate** by size (``max_segment_bytes``) or age (``max_segment_s``): ``capture-<UTC start>-<pid>.jsonl``.
+  Lines are flushed to the file as they are written (``flush_every``), so a kill -9 loses at most the records
+  still on the queue and leaves at most one torn last line, which ``read_capture`` skips and counts.
+- **Feedback** (``POST /v1/feedback``) lands in ``feedback-<UTC start>-<pid>.jsonl`` in the same folder.
+- **Sampling**: ``sample_rate`` < 1 keeps that share of requests, by a hash of the request id (reproducible).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import Field
+
+from jouleroute.strict import StrictModel
+
+logger = logging.getLogger(__name__)
+
+CAPTURE, FEEDBACK = "capture", "feedback"
+
+
+class CaptureConfig(StrictModel):
+    """``gateway.capture``: off unless ``folder`` is set (module doc)."""
+
+    folder: str | None = None  # relative paths are from the repo root
+    sample_rate: float = Field(default=1.0, gt=0.0, le=1.0)
+    keep_prompts: bool = True  # false: only the prompt's sha256 is written
+    max_segment_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_segment_s: float = Field(default=3600.0, gt=0)
+    queue_size: int = Field(default=10_000, ge=1)
+    flush_every: int = Field(default=1, ge=1)  # lines between flushes to the file
+
+
+def prompt_hash(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sampled(request_id: str, rate: float) -> bool:
+    """Whether ``request_id`` falls in the kept share (a stable hash, so a rerun keeps the same requests)."""
+    if rate >= 1.0:
+        return True
+    return int(hashlib.sha256(request_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < rate
+
+
+@dataclass
+class _Segment:
+    path: Path
+    opened: float
+    handle: object
+    size: int = 0
+    lines: int = 0
+
+
+@dataclass
+class CaptureWriter:
+    """The bounded queue and its writer thread (module doc). ``offer`` never blocks."""
+
+    cfg: CaptureConfig
+    folder: Path
+    written: dict = field(default_factory=lambda: {CAPTURE: 0, FEEDBACK: 0})
+    dropped: int = 0
+
+    def __post_init__(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._queue: queue.Queue = queue.Queue(maxsize=self.cfg.queue_size)
+        self._segments: dict[str, _Segment] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="jouleroute-capture", daemon=True)
+        self._thread.start()
+
+    def offer(self, record: dict, stream: str = CAPTURE) -> bool:
+        """Queue ``record`` for ``stream`` (capture or feedback); False (and counted) when the queue is full."""
+        try:
+            self._queue.put_nowait((stream, record))
+            return True
+        except queue.Full:
+            self.dropped += 1
+            return False
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Write what is queued, then stop (the gateway's shutdown)."""
+        self._stop.set()
+        self._thread.join(timeout_s)
+        for seg in self._segments.values():
+            seg.handle.close()
+
+    def _run(self) -> None:
+        while not (self._stop.is_set() and self._queue.empty()):
+            try:
+                stream, record = self._queue.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            try:
+                self._write(stream, record)
+            except Exception:  # a full disk must not kill the thread; the record is counted as dropped
+                logger.exception("capture: could not write a %s record", stream)
+                self.dropped += 1
+
+    def _write(self, stream: str, record: dict) -> None:
+        line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        seg = self._segments.get(stream)
+        now = time.time()
+        if seg is None or seg.size + len(line) > self.cfg.max_segment_bytes or now - seg.opened > self.cfg.max_segment_s:
+            if seg is not None:
+                seg.handle.close()
+            seg = self._segments[stream] = self._open(stream, now)
+        seg.handle.write(line)
+        seg.size += len(line)
+        seg.lines += 1
+        if seg.lines % self.cfg.flush_every == 0:
+            seg.handle.flush()
+        self.written[stream] += 1
+
+    def _open(self, stream: str, now: float) -> _Segment:
+        stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        path = self.folder / f"{stream}-{stamp}-{os.getpid()}.jsonl"
+        return _Segment(path, now, open(path, "ab", buffering=0))
+
+
+@dataclass
+class CaptureRead:
+    """Every readable record of a folder's segments, in time order, each request id once."""
+
+    records: list[dict]
+    torn: int  # torn or unreadable lines skipped (at most one per segment after a kill)
+    duplicates: int  # records whose request id came earlier (kept: the first)
+    segments: int
+
+
+def read_capture(folder: Path, stream: str = CAPTURE) -> CaptureRead:
+    """Read ``stream``'s segments in ``folder`` (module doc): a torn last line is skipped and counted."""
+    records, torn, seen, dupes = [], 0, set(), 0
+    paths = sorted(Path(folder).glob(f"{stream}-*.jsonl"))
+    for path in paths:
+        for raw in path.read_bytes().split(b"\n"):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                torn += 1
+                continue
+            key = record.get("request_id") if stream == CAPTURE else None
+            if key is not None and key in seen:
+                dupes += 1
+                continue
+            seen.add(key)
+            records.append(record)
+    records.sort(key=lambda r: r.get("time", ""))
+    return CaptureRead(records, torn, dupes, len(paths))
