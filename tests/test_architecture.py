@@ -30,6 +30,7 @@ LAYERS: list[set[str]] = [
     {"cascade"},  # cascades that read the answers: agreement by the graders, chains, their search
     {"policy"},  # what a user deploys: the one target, best-single rule, target rule and paired comparison
     {"tournament", "validation", "replay", "training", "evaluation", "gateway", "labels"},  # one package per concern
+    {"loop"},  # from serving back to learning: capture to queries, the gated promotion
     {"config"},  # the typed params file: every package's config, under one root
     {"stages"},  # one module per dvc.yaml stage: params -> library -> outputs + MLflow
     {"commands"},  # the commands that are not stages
