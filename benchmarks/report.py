@@ -315,8 +315,8 @@ def setup_figures(heading: str | None = "###") -> None:
         return
     data = json.loads(path.read_text())
     c, s, st, run, w = data["conditions"], data["sizes"], data["make_setup"], data.get("make_run"), data["wheels"]
-    where = f"`benchmarks/results/setup.json`, a fresh clone at git {c['git_sha']}, benchmarks/bench_setup.py"
-    print(f"{heading} Set-up figures ({where})\n" if heading else f"Measured on a fresh clone ({where}):\n")
+    where = f"`benchmarks/results/setup.json`: benchmarks/bench_setup.py on a fresh clone at git {c['git_sha']}"
+    print(f"{heading} Set-up figures ({where})\n" if heading else f"Measured ({where}):\n")
     print("| what | figure |\n|---|---|")
     print(f"| Python | {c['python']} (3.11 required: `pyproject.toml` says `>=3.11,<3.12`, the Makefile calls "
           "`python3.11`) |")
@@ -348,11 +348,12 @@ def setup_figures(heading: str | None = "###") -> None:
           f"The data root filled from {c['data_from']} (from the original URLs elsewhere: docs/data.md); "
           + ("Chromium was already installed (where it is not, `make setup` installs it as root with apt, which "
              "these figures do not include). " if c["chromium_already_installed"] else "")
-          + f"torch goes in first as the CPU build ({w.get('torch_wheel') or 'torch==2.13.0'}, a local wheel here); "
+          + ("" if heading is None else  # the README says what to do about torch in its own words, above the block
+             f"torch goes in first as the CPU build ({w.get('torch_wheel') or 'torch==2.13.0'}, a local wheel here); "
             "on a machine where pip's default index would bring the CUDA build (gigabytes more, with its CUDA "
             "libraries), make the venv and put the CPU wheel of torch 2.13.0 in it first (`python3.11 -m venv "
             ".venv`, then `.venv/bin/pip install` the wheel from PyTorch's CPU index), then `make setup`: its "
-            "`pip install torch==2.13.0` is then already satisfied.\n")
+            "`pip install torch==2.13.0` is then already satisfied.") + "\n")
 
 
 def all_tables() -> None:
