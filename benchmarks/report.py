@@ -1,6 +1,9 @@
 """Render results/*.json as the markdown tables quoted in benchmarks/README.md.
 
-    .venv/bin/python benchmarks/report.py
+    .venv/bin/python benchmarks/report.py [--readme | --check]
+
+``--readme`` writes the tables into benchmarks/README.md and the set-up figures into README.md's setup-figures
+block; ``--check`` writes nothing and exits 1 when either is not what results/*.json give.
 """
 
 from __future__ import annotations
@@ -377,8 +380,9 @@ def all_tables() -> None:
     faults()
 
 
-def write_readme() -> None:
-    """Replace the generated block of benchmarks/README.md with the tables of results/*.json."""
+def write_readme(check: bool = False) -> int:
+    """Replace the generated block of benchmarks/README.md with the tables of results/*.json (and the set-up block
+    of README.md). ``check``: write nothing; 1 when either block is not what the results give."""
     import contextlib
     import io
 
@@ -390,16 +394,24 @@ def write_readme() -> None:
     begin = text.index("<!-- report:begin")
     begin = text.index("\n", begin) + 1
     end = text.index("<!-- report:end -->")
-    readme.write_text(text[:begin] + "\n" + buffer.getvalue().strip() + "\n\n" + text[end:])
-    write_setup_block()
+    wanted = text[:begin] + "\n" + buffer.getvalue().strip() + "\n\n" + text[end:]
+    stale = [readme.name] if wanted != text else []
+    if not check:
+        readme.write_text(wanted)
+    stale += write_setup_block(check)
+    if stale:
+        print(f"out of date with benchmarks/results: {', '.join(stale)}; run `.venv/bin/python benchmarks/report.py "
+              "--readme`" if check else f"wrote {', '.join(stale)}")
+    return 1 if check and stale else 0
 
 
 SETUP_BEGIN = "<!-- generated:setup-figures:begin (benchmarks/report.py) -->"
 SETUP_END = "<!-- generated:setup-figures:end -->"
 
 
-def write_setup_block() -> None:
-    """The set-up figures into the top-level README.md, between its markers (only there: the rest is hand-written)."""
+def write_setup_block(check: bool = False) -> list[str]:
+    """The set-up figures into the top-level README.md, between its markers (only there: the rest is hand-written);
+    ``["README.md"]`` when the block changed (``check``: would change)."""
     import contextlib
     import io
 
@@ -407,17 +419,24 @@ def write_setup_block() -> None:
     text = readme.read_text()
     if SETUP_BEGIN not in text or SETUP_END not in text or not (RESULTS / "setup.json").is_file():
         print(f"README.md: no {SETUP_BEGIN} ... {SETUP_END} block, or no results/setup.json: left as it is")
-        return
+        return []
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         setup_figures(heading=None)
     begin = text.index(SETUP_BEGIN) + len(SETUP_BEGIN)
     end = text.index(SETUP_END)
-    readme.write_text(text[:begin] + "\n" + buffer.getvalue().strip() + "\n" + text[end:])
+    wanted = text[:begin] + "\n" + buffer.getvalue().strip() + "\n" + text[end:]
+    if wanted == text:
+        return []
+    if not check:
+        readme.write_text(wanted)
+    return ["README.md (setup-figures block)"]
 
 
 if __name__ == "__main__":
     try:
-        write_readme() if sys.argv[1:] == ["--readme"] else all_tables()
+        if sys.argv[1:] in (["--readme"], ["--check"]):
+            sys.exit(write_readme(check=sys.argv[1] == "--check"))
+        all_tables()
     except FileNotFoundError as error:
         print(f"(no results yet: {error.filename})\n")
