@@ -24,6 +24,7 @@ from starlette.background import BackgroundTask
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from jouleroute.gateway.auth import bearer_key
+from jouleroute.gateway.capture import capture_record
 from jouleroute.gateway.limits import retry_after
 from jouleroute.gateway.protocol import (WEIGHT_HEADER, GatewayError, Kind, ParsedRequest, Receipt, parse_request,
                                          parse_weight, request_schema, sse)
@@ -49,6 +50,7 @@ class Visit:
     answer: Answer | None = None
     error: str | None = None
     finished: bool = False
+    text: list[str] = field(default_factory=list)  # a stream's answer, chunk by chunk (for the capture)
 
 
 def create_app(gw: Gateway) -> FastAPI:
@@ -112,10 +114,15 @@ def create_app(gw: Gateway) -> FastAPI:
         if gw.cfg.log_prompts and p is not None:
             record["prompt"] = p.all_text
         access_log.info(json.dumps(record))
+        if gw.capture is not None and p is not None:  # never blocks: a full queue drops and counts
+            gw.capture.served(capture_record(visit.request_id, p.body | {"model": p.model}, p.task,
+                                             gw.capture.cfg.keep_prompts, gw.version, visit.status,
+                                             time.perf_counter() - visit.started, r.usage() if r else None,
+                                             answer_text(visit), visit.error))
 
     def error_response(visit: Visit, error: GatewayError) -> JSONResponse:
         visit.status, visit.error = error.status, error.message
-        headers = {"X-Request-Id": visit.request_id} | error.headers
+        headers = {"X-Request-Id": visit.request_id, VERSION_HEADER: gw.version} | error.headers
         if visit.receipt is not None and error.status >= 500:
             headers |= visit.receipt.headers()
         return JSONResponse(error.body(), status_code=error.status, headers=headers)
@@ -144,13 +151,15 @@ def create_app(gw: Gateway) -> FastAPI:
                 stream = await gw.open_stream(visit.parsed, order, visit.receipt)
                 streaming = True
                 return StreamingResponse(relay(visit, stream), media_type="text/event-stream",
-                                         headers=visit.receipt.headers() | {"X-Request-Id": visit.request_id},
+                                         headers=visit.receipt.headers() | {"X-Request-Id": visit.request_id,
+                                                                            VERSION_HEADER: gw.version},
                                          background=BackgroundTask(finish, visit))
             visit.answer = await gw.answer(visit.parsed, order, visit.receipt)
             body = visit.answer.body | {"model": visit.receipt.candidate}
             body["usage"] = (body.get("usage") or {}) | {"jouleroute": visit.receipt.usage()}
             visit.status = 200
-            return JSONResponse(body, headers=visit.receipt.headers() | {"X-Request-Id": visit.request_id})
+            return JSONResponse(body, headers=visit.receipt.headers() | {"X-Request-Id": visit.request_id,
+                                                                         VERSION_HEADER: gw.version})
         except GatewayError as error:
             return error_response(visit, error)
         finally:
@@ -170,6 +179,8 @@ def create_app(gw: Gateway) -> FastAPI:
                     held = chunk
                 else:
                     yield sse(chunk)
+                visit.text += [c.get("text") or (c.get("delta") or {}).get("content") or ""
+                               for c in chunk.get("choices") or []]
             visit.answer = answer = stream.answer
             receipt.energy_j, receipt.energy_source = answer.energy_j, answer.energy_source
             usage = {"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
@@ -204,6 +215,34 @@ def create_app(gw: Gateway) -> FastAPI:
     async def completions(http: Request):
         return await complete(http, "completion")
 
+    @app.post("/v1/feedback", openapi_extra=FEEDBACK_OPENAPI)
+    async def feedback(http: Request):
+        """A user's score in [0, 1] for a served request, by its X-Request-Id: the next tournament's feedback labels."""
+        visit = Visit(uuid.uuid4().hex[:16], http.url.path, http.client.host if http.client else "-")
+        try:
+            authorize(http, visit)
+            try:
+                body = json.loads(await read_body(http))
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                raise GatewayError(400, "the request body is not valid JSON") from None
+            request_id, score = (body.get("request_id"), body.get("score")) if isinstance(body, dict) else (None, None)
+            if not isinstance(request_id, str) or not request_id:
+                raise GatewayError(422, "request_id: a served request's X-Request-Id is required", code="invalid_value")
+            if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
+                raise GatewayError(422, f"score must be a number in [0, 1], got {score!r}", code="invalid_value")
+            known, candidate = gw.capture.candidate_of(request_id) if gw.capture is not None else (False, None)
+            if not known:
+                why = "" if gw.capture is not None else " (gateway.capture is off: this gateway keeps no request ids)"
+                raise GatewayError(404, f"unknown request_id {request_id!r}: no captured request has it{why}",
+                                   code="unknown_request_id")
+            gw.capture.feedback({"request_id": request_id, "candidate": body.get("candidate") or candidate,
+                                 "score": float(score), "key_id": visit.key_id, "created": round(time.time(), 6)})
+            visit.status = 202
+            return JSONResponse({"request_id": request_id, "accepted": True}, status_code=202,
+                                headers={"X-Request-Id": visit.request_id})
+        except GatewayError as error:
+            return error_response(visit, error)
+
     @app.get("/v1/models")
     async def models(http: Request):
         visit = Visit(uuid.uuid4().hex[:16], http.url.path, http.client.host if http.client else "-")
@@ -230,6 +269,25 @@ def create_app(gw: Gateway) -> FastAPI:
         return Response(gw.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+VERSION_HEADER = "X-Jouleroute-Policy-Version"  # the served policy's version, on every completion response
+FEEDBACK_OPENAPI = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["request_id", "score"],
+    "properties": {"request_id": {"type": "string", "description": "a served response's X-Request-Id"},
+                   "score": {"type": "number", "minimum": 0, "maximum": 1},
+                   "candidate": {"type": "string", "description": "the model scored (default: the one that answered)"}}}}}},
+    "responses": {"202": {"description": "kept for the next tournament"}, "404": {"description": "unknown request_id"},
+                  "422": {"description": "a missing request_id or a score outside [0, 1]"}}}
+
+
+def answer_text(visit: "Visit") -> str | None:
+    """The answer served: a non-streamed body's first choice, or a stream's text chunks joined."""
+    if visit.text:
+        return "".join(visit.text)
+    body = visit.answer.body if visit.answer is not None and isinstance(visit.answer.body, dict) else None
+    choice = ((body or {}).get("choices") or [{}])[0]
+    return (choice.get("message") or {}).get("content") or choice.get("text")
 
 
 # What a completion request can be answered with besides 200 (module docstring; docs/gateway.md, "Security and limits")

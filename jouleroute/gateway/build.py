@@ -318,7 +318,25 @@ def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None) -> Ga
     else:
         gateway = _serve_router(parts, None)
     attach_measured(gateway)
+    gateway.version = policy_version(p, cfg, root, record)
+    if cfg.capture.folder:  # what is served, kept for the next tournament (gateway/capture.py)
+        from jouleroute.gateway.capture import Capture
+
+        folder = Path(cfg.capture.folder)
+        gateway.capture = Capture(cfg.capture, folder if folder.is_absolute() else root / folder,
+                                  gateway.metrics.registry)
     return gateway
+
+
+def policy_version(p: Params, cfg: GatewayConfig, root: Path, record: dict | None) -> str:
+    """The served policy's version: the deployed record's content hash (champion.json names its evaluate run), or
+    the router ``gateway.router`` names."""
+    import hashlib
+
+    if record is None:
+        return f"gateway.router:{cfg.router.kind}"
+    raw = (champion_dir(p, root) / "champion.json").read_bytes()
+    return f"{record['deployed']['kind']}:{hashlib.sha256(raw).hexdigest()[:12]}"
 
 
 class _Parts:

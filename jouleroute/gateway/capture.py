@@ -165,3 +165,71 @@ def read_capture(folder: Path, stream: str = CAPTURE) -> CaptureRead:
             records.append(record)
     records.sort(key=lambda r: r.get("time", ""))
     return CaptureRead(records, torn, dupes, len(paths))
+
+
+def capture_record(request_id: str, body: dict, task: str, keep_prompts: bool, version: str, status: int,
+                   latency_s: float, usage: dict | None, answer_text: str | None, error: str | None) -> dict:
+    """One served request as a capture line: a chat-completions body (``messages`` or ``prompt``, or only their
+    sha256) with its time, so `jouleroute.labels` reads a segment as prompts; ``served``: what answered it."""
+    now = time.time()
+    record: dict = {"request_id": request_id, "created": round(now, 6),
+                    "time": datetime.fromtimestamp(now, timezone.utc).isoformat().replace("+00:00", "Z"),
+                    "model": body.get("model"), "task": task or None}
+    prompt = {k: body[k] for k in ("messages", "prompt") if k in body}
+    if keep_prompts:
+        record |= prompt
+    else:
+        record["prompt_sha256"] = prompt_hash(json.dumps(prompt, sort_keys=True, ensure_ascii=False))
+    calls = (usage or {}).get("cascade", {}).get("calls")
+    if calls is None and usage and usage.get("candidate"):  # a route or a named candidate: one call
+        calls = [{"candidate": usage["candidate"], "answer": answer_text, "energy_j": usage.get("energy_j"),
+                  "energy_source": usage.get("energy_source")}]
+    record["served"] = {"policy_version": version, "status": status, "latency_s": round(latency_s, 6),
+                        "candidate": (usage or {}).get("candidate"), "energy_weight": (usage or {}).get("energy_weight"),
+                        "router": (usage or {}).get("router", {}).get("name"),
+                        "chain": (usage or {}).get("cascade", {}).get("stages"),
+                        "energy_j": (usage or {}).get("energy_j"), "energy_source": (usage or {}).get("energy_source"),
+                        "calls": calls or [], "answer": answer_text if keep_prompts else None, "error": error}
+    return record
+
+
+class Capture:
+    """A gateway's capture: the writer, the request ids it has seen (so feedback can name one), and the gauges."""
+
+    def __init__(self, cfg: CaptureConfig, folder: Path, metrics_registry=None, remember: int = 200_000) -> None:
+        from collections import OrderedDict
+
+        self.cfg, self.folder = cfg, folder
+        self.writer = CaptureWriter(cfg, folder)
+        self._ids: OrderedDict[str, str | None] = OrderedDict()  # request id -> the candidate that answered
+        self._remember = remember
+        for record in read_capture(folder).records[-remember:]:  # a restarted gateway still knows its traffic
+            self._ids[record["request_id"]] = (record.get("served") or {}).get("candidate")
+        if metrics_registry is not None:
+            from prometheus_client import Gauge
+
+            Gauge("jouleroute_gateway_capture_records", "Capture records written since start",
+                  registry=metrics_registry).set_function(lambda: self.writer.written[CAPTURE])
+            Gauge("jouleroute_gateway_capture_dropped", "Capture records dropped (queue full or write failed)",
+                  registry=metrics_registry).set_function(lambda: self.writer.dropped)
+            Gauge("jouleroute_gateway_feedback_records", "Feedback records written since start",
+                  registry=metrics_registry).set_function(lambda: self.writer.written[FEEDBACK])
+
+    def served(self, record: dict) -> None:
+        """Keep a served request (sampled by its id): never blocks."""
+        if not sampled(record["request_id"], self.cfg.sample_rate):
+            return
+        self._ids[record["request_id"]] = record["served"].get("candidate")
+        while len(self._ids) > self._remember:
+            self._ids.popitem(last=False)
+        self.writer.offer(record)
+
+    def candidate_of(self, request_id: str) -> tuple[bool, str | None]:
+        """(known, the candidate that answered it)."""
+        return (request_id in self._ids), self._ids.get(request_id)
+
+    def feedback(self, record: dict) -> bool:
+        return self.writer.offer(record, FEEDBACK)
+
+    def close(self) -> None:
+        self.writer.close()

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from jouleroute.pool import ServedEnergy
 from jouleroute.routing.families import learned_families
+from jouleroute.gateway.capture import CaptureConfig
 from jouleroute.strict import StrictModel
 
 AUTO_MODEL = "jouleroute-auto"
@@ -129,3 +130,4 @@ class GatewayConfig(StrictModel):
     auth: AuthConfig = AuthConfig()
     limits: LimitsConfig = LimitsConfig()
     log_prompts: bool = False  # the access log never holds prompt text unless this is on
+    capture: CaptureConfig = CaptureConfig()  # what is served, kept for the next tournament (off: no folder)

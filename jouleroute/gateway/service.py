@@ -47,6 +47,8 @@ class Gateway:
         self.admission = Admission(cfg.limits.max_pending)
         self.batcher = (RouteBatcher(router, self.lock, cfg.router.batch_size, cfg.router.batch_wait_s)
                         if router is not None else None)
+        self.capture = None  # gateway/capture.Capture when gateway.capture.folder is set (gateway/build.py)
+        self.version = "unversioned"  # the served policy's version, on every response (X-Jouleroute-Policy-Version)
 
     @property
     def policy(self) -> str | None:
@@ -173,6 +175,8 @@ class Gateway:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(u.aclose() for u in self.upstreams.values()))
+        if self.capture is not None:  # what is queued is written before the process ends
+            await asyncio.to_thread(self.capture.close)
 
 
 class EmptyAnswer(UpstreamError):
