@@ -3,7 +3,8 @@ these runs (`.venv/bin/python -m tests.test_bad_input_table` rewrites it; the te
 
 Each stage and params case runs the real CLI (`jouleroute.cli.main`, in this process) in a scratch project and
 checks that it exits 1 with one line, and that no file of the project changed or appeared. Each gateway case sends
-one request to the real app (FastAPI's test client, no server) and records the status and the error message.
+one request to the real app (FastAPI's test client, no server) and records the status and the error message (for
+a stream that fails after it began, the 200 and the error event that ends it).
 """
 
 from __future__ import annotations
@@ -242,6 +243,8 @@ API_KEY = "bad-input-key-0123456789"
 UPSTREAM_URL = "http://127.0.0.1:8002/v1"  # how the table shows the hanging upstream's base_url
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 GOOD = {"model": "jouleroute-auto", "prompt": "what is 1 plus 2", "max_tokens": 4}
+DEFAULT_BODY = {"max_body_bytes": 1_000_000}  # gateway.limits' default, for the cases larger than the table's 4096
+MID_STREAM = "200, then an error event"  # a stream's status is sent with its first text; its error comes last
 
 
 @dataclass(frozen=True)
@@ -254,7 +257,8 @@ class Request:
     limits: dict = field(default_factory=dict)  # this case's gateway.limits overrides
     tries: int = 1  # the last answer is recorded (a rate limit needs a few)
     # the upstreams: "silent" accepts connections and never answers, "refused" has nothing listening, "empty"
-    # answers 200 with no text, "failing" answers 500
+    # answers 200 with no text, "failing" answers 500; "cut" and "stall" stream two chunks of text, then drop the
+    # connection ("cut") or say nothing more ("stall")
     upstream: str = "silent"
     busy: bool = False  # another request holds the gateway's one admission slot meanwhile (limits.max_pending: 1)
 
@@ -269,6 +273,8 @@ GATEWAY_CASES = [
     Request("a batch of prompts", body=GOOD | {"prompt": ["a", "b"]}),
     Request("`max_tokens` not a positive integer", body=GOOD | {"max_tokens": 0}),
     Request("`max_tokens` over the gateway's limit", body=GOOD | {"max_tokens": 100_000}),
+    Request("`max_tokens` over the limit beside a `max_completion_tokens` within it (both are checked; the larger "
+            "counts)", body=GOOD | {"max_completion_tokens": 4, "max_tokens": 100_000}),
     Request("`stream` not a boolean", body=GOOD | {"stream": "yes"}),
     Request("`stream_options` not an object", body=GOOD | {"stream_options": True}),
     Request("`task` not a string", body=GOOD | {"task": 3}),
@@ -276,6 +282,13 @@ GATEWAY_CASES = [
     Request("an energy weight that is no number", body=GOOD | {"energy_weight": "lots"}),
     Request("an energy weight outside the trained range", headers=AUTH | {"X-Energy-Weight": "5"}),
     Request("two different energy weights", body=GOOD | {"energy_weight": 1}, headers=AUTH | {"X-Energy-Weight": "0"}),
+    Request("an energy weight that is an integer too large for a float", body=GOOD | {"energy_weight": 10 ** 400}),
+    Request("an integer past Python's 4,300 digits (at the default `limits.max_body_bytes`)", body=None,
+            content=b'{"model": "jouleroute-auto", "prompt": "hi", "max_tokens": ' + b"9" * 5000 + b"}",
+            limits=DEFAULT_BODY),
+    Request("JSON nested 100,000 deep (at the default `limits.max_body_bytes`)", body=None,
+            content=b'{"model": "jouleroute-auto", "prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            limits=DEFAULT_BODY),
     Request("an unpaired surrogate escape", body=None,
             content=b'{"model": "jouleroute-auto", "prompt": "\\ud800", "max_tokens": 4}'),
     Request("a prompt over `limits.max_prompt_tokens`", body=GOOD | {"prompt": "word " * 200}),
@@ -287,6 +300,10 @@ GATEWAY_CASES = [
     Request("an upstream that refuses the connection", upstream="refused"),
     Request("an upstream that fails (500)", upstream="failing"),
     Request("an upstream that answers with no text", upstream="empty"),
+    Request("a stream whose upstream drops the connection after its first text", body=GOOD | {"stream": True},
+            upstream="cut"),
+    Request("a stream whose upstream falls silent after its first text, past its timeout",
+            body=GOOD | {"stream": True}, upstream="stall"),
     Request("the gateway full (`limits.max_pending` requests already pending)", limits={"max_pending": 1}, busy=True),
 ]
 
@@ -296,9 +313,11 @@ class _Upstream:
 
     def __init__(self, mode: str) -> None:
         import threading
+        import time
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         self.sock, self.server = socket.socket(), None
+        self.released = threading.Event()  # ends a "stall" upstream's silence when the case is over
         self.sock.bind(("127.0.0.1", 0))
         self.port = port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}/v1"
@@ -306,6 +325,35 @@ class _Upstream:
             self.sock.listen(64)
         elif mode == "refused":
             self.sock.close()
+        elif mode in ("cut", "stall"):
+            self.sock.close()
+            released = self.released
+
+            class Handler(BaseHTTPRequestHandler):
+                protocol_version = "HTTP/1.1"  # a chunked body, so that a dropped connection is a cut-off stream
+
+                def do_POST(self):  # noqa: N802 (http.server's name)
+                    model = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))["model"]
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for word in ("Hello", " there"):
+                        chunk = {"id": "c", "object": "text_completion", "created": 0, "model": model,
+                                 "choices": [{"index": 0, "text": word, "logprobs": None, "finish_reason": None}]}
+                        event = f"data: {json.dumps(chunk)}\n\n".encode()
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                        self.wfile.flush()
+                        time.sleep(0.1)  # each chunk read on its own: the stream has begun before it breaks
+                    if mode == "stall":
+                        released.wait(60)
+                    self.close_connection = True  # no last chunk: the body ends unfinished
+
+                def log_message(self, *args):
+                    pass
+
+            self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+            threading.Thread(target=self.server.serve_forever, daemon=True).start()
         else:
             self.sock.close()
             status, body = (500, {"error": {"message": "out of memory"}}) if mode == "failing" else \
@@ -330,16 +378,18 @@ class _Upstream:
             threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
+        self.released.set()
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
         self.sock.close()
 
 
-def run_gateway_case(case: Request) -> tuple[int, str]:
+def run_gateway_case(case: Request) -> tuple[str, str]:
     """(status, error message) of ``case`` sent to a gateway over a kNN router trained on task 'arith' (it picks
     `large` at the default weight) with two upstreams, `small` and `large`, that misbehave as the case says; most
-    requests are refused before an upstream is asked."""
+    requests are refused before an upstream is asked. A stream that failed after it began is ``MID_STREAM``, with
+    the message of the error event that ended it (after the text that came, and with no ``[DONE]``)."""
     import threading
     import time
 
@@ -375,9 +425,19 @@ def run_gateway_case(case: Request) -> tuple[int, str]:
             if case.busy:
                 holder.join()
         assert response.headers["x-request-id"], case
+        if response.headers["content-type"].startswith("text/event-stream"):
+            events = [json.loads(line[5:]) if line[5:].strip() != "[DONE]" else "[DONE]"
+                      for line in response.text.splitlines() if line.startswith("data:")]
+            assert response.status_code == 200 and "[DONE]" not in events, (case, events)
+            # the first text at least (a cut connection may take the text still in transit with it)
+            assert "".join(e["choices"][0]["text"] for e in events[:-1]) in ("Hello", "Hello there"), (case, events)
+            assert events[-1]["error"]["code"] == "upstream_failed", (case, events)
+            status, message = MID_STREAM, events[-1]["error"]["message"]
+        else:
+            status, message = str(response.status_code), response.json()["error"]["message"]
         # the upstream's address is the scratch port's: shown as a served upstream's would be
-        message = response.json()["error"]["message"].replace(silent.url, UPSTREAM_URL)
-        return response.status_code, message.replace(str(silent.port), UPSTREAM_URL.split(":")[-1].split("/")[0])
+        message = message.replace(silent.url, UPSTREAM_URL)
+        return status, message.replace(str(silent.port), UPSTREAM_URL.split(":")[-1].split("/")[0])
     finally:
         silent.close()
 
@@ -427,7 +487,7 @@ def same(a: str, b: str) -> bool:
     return re.sub(r"\d+\.\d+ s\b", "# s", a) == re.sub(r"\d+\.\d+ s\b", "# s", b)
 
 
-def render(stage_lines: list[str], params_lines: list[str], gateway: list[tuple[int, str]]) -> str:
+def render(stage_lines: list[str], params_lines: list[str], gateway: list[tuple[str, str]]) -> str:
     out = ["### Stage inputs", "", "Run in the project root; paths are the defaults of `paths:`.", "",
            "| command | input | what you see (stderr, exit status 1) |", "|---|---|---|"]
     out += [f"| `jouleroute {c.command}` | {c.what} | {_cell(line)} |" for c, line in zip(STAGE_CASES, stage_lines)]
@@ -439,7 +499,9 @@ def render(stage_lines: list[str], params_lines: list[str], gateway: list[tuple[
             "with the limits `max_prompt_tokens: 64`, `max_body_bytes: 4096` and a router trained on the task "
             "`arith`; the answer is OpenAI's error shape, "
             "`{\"error\": {\"message\": ..., \"type\": ..., \"code\": ...}}`, "
-            f"with an `X-Request-Id` header. The hanging upstream is `{UPSTREAM_URL}`.", "",
+            f"with an `X-Request-Id` header. The hanging upstream is `{UPSTREAM_URL}`. A stream's status (200) is "
+            "sent with its first text: an upstream that fails after that ends the stream with an error event in the "
+            "same shape, `data: {\"error\": {...}}`, after the text that came and in place of `data: [DONE]`.", "",
             "| request | status | `error.message` |", "|---|---|---|"]
     out += [f"| {c.what} | {status} | {_cell(message)} |" for c, (status, message) in zip(GATEWAY_CASES, gateway)]
     return "\n".join(out)
@@ -467,8 +529,10 @@ def test_each_bad_input_is_one_line_and_changes_nothing(case, tmp_path, monkeypa
 @pytest.mark.parametrize("case", GATEWAY_CASES, ids=lambda c: c.what)
 def test_each_bad_request_gets_its_status_and_one_message(case):
     status, message = run_gateway_case(case)
-    assert 400 <= status < 600 and "\n" not in message
-    assert same(documented().get((case.what, str(status)), ""), message), REGENERATE
+    streaming = isinstance(case.body, dict) and case.body.get("stream") is True
+    assert (status == MID_STREAM if streaming else 400 <= int(status) < 600), status
+    assert "\n" not in message
+    assert same(documented().get((case.what, status), ""), message), REGENERATE
 
 
 def test_the_table_lists_every_case_and_nothing_else():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -55,6 +57,10 @@ def parse_request(raw: bytes, kind: Kind) -> ParsedRequest:
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as error:  # ValueError: also an integer past Python's 4,300 digits
+        digits = re.search(r"value has (\d+) digits", str(error))
+        if digits and not isinstance(error, json.JSONDecodeError):  # valid JSON, but Python reads no such integer
+            raise GatewayError(400, f"the request body holds an integer of {digits[1]} digits; at most "
+                                    f"{sys.get_int_max_str_digits()} are read: send a smaller number") from None
         raise GatewayError(400, f"the request body is not valid JSON: {error}") from None
     except RecursionError:  # e.g. [[[[...]]]] thousands deep: the parser's own limit, not the gateway's fault
         raise GatewayError(400, "the request body is not valid JSON: nested too deeply to read") from None
@@ -102,9 +108,23 @@ def parse_request(raw: bytes, kind: Kind) -> ParsedRequest:
     if options is not None and not isinstance(options, dict):
         raise GatewayError(400, f"'stream_options' must be an object such as {{\"include_usage\": true}}, got {options!r}")
     include_usage = bool((options or {}).get("include_usage"))
+    _drop_empty_stops(body)
     upstream = {k: v for k, v in body.items() if k not in GATEWAY_FIELDS}
     return ParsedRequest(kind, upstream, model, stream, include_usage, max_tokens, route_text, all_text, task, weight,
                          max(asked.values(), default=None))
+
+
+def _drop_empty_stops(body: dict) -> None:
+    """An empty stop string stops nothing, yet upstreams disagree on it: jouleroute's own server refuses one, the
+    in-process path ignores it. Dropped here, for every upstream alike (a ``stop`` list keeps its other strings;
+    with none left, no ``stop`` is sent)."""
+    stop = body.get("stop")
+    if stop == "" or (isinstance(stop, list) and "" in stop):
+        kept = [s for s in stop if s != ""] if isinstance(stop, list) else []
+        if kept:
+            body["stop"] = kept
+        else:
+            del body["stop"]
 
 
 def _check_unicode(body: dict) -> None:

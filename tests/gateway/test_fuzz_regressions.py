@@ -23,7 +23,7 @@ CASES = {
     "energy_weight too large for a float": (b'{"model": "jouleroute-auto", "prompt": "x", "energy_weight": '
                                             + b"9" * 400 + b"}", "must be a finite number, got an integer of"),
     "an integer past Python's digit limit": (b'{"model": "small", "prompt": "x", "max_tokens": ' + b"9" * 5000
-                                             + b"}", "not valid JSON"),
+                                             + b"}", "an integer of 5000 digits; at most 4300 are read"),
     "nested too deeply": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     "unpaired surrogate in a prompt": (b'{"model": "jouleroute-auto", "prompt": "\\ud800 what"}',
                                        "unpaired surrogate (\\ud800)"),
