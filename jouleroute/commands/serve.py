@@ -80,5 +80,10 @@ def serve_command(ctx: StageContext, args) -> None:
     # Keep-alive outlasts clients' and load balancers' usual 5 s idle timeout, so the client closes
     # first and no request goes down a connection the gateway is closing. On SIGTERM, in-flight
     # requests get 30 s to finish.
-    uvicorn.run(create_app(gateway), host=cfg.host, port=cfg.port, log_level="warning", access_log=False,
+    from jouleroute.gateway.build import champion_dir
+    from jouleroute.gateway.reload import LiveGateway
+
+    live = LiveGateway(gateway, rebuild=lambda old: build_gateway(params, ctx.root, cfg, reuse=old),
+                       watch=champion_dir(params, ctx.root) / "champion.json", poll_s=cfg.reload_poll_s)
+    uvicorn.run(create_app(live), host=cfg.host, port=cfg.port, log_level="warning", access_log=False,
                 timeout_keep_alive=30, timeout_graceful_shutdown=30)

@@ -28,6 +28,7 @@ from jouleroute.gateway.capture import capture_record
 from jouleroute.gateway.limits import retry_after
 from jouleroute.gateway.protocol import (WEIGHT_HEADER, GatewayError, Kind, ParsedRequest, Receipt, parse_request,
                                          parse_weight, request_schema, sse)
+from jouleroute.gateway.reload import LiveGateway
 from jouleroute.gateway.service import Gateway
 from jouleroute.gateway.upstreams import Answer, Stream, UpstreamError
 
@@ -51,17 +52,27 @@ class Visit:
     error: str | None = None
     finished: bool = False
     text: list[str] = field(default_factory=list)  # a stream's answer, chunk by chunk (for the capture)
+    gw: Gateway | None = None  # the gateway this request started on: it finishes there, whatever a reload swaps
 
 
-def create_app(gw: Gateway) -> FastAPI:
+def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
+    """The app over ``gateway``, or over a ``LiveGateway`` that a reload swaps (gateway/reload.py): each request
+    takes the gateway current when it arrives and finishes on it."""
+    live = gateway if isinstance(gateway, LiveGateway) else LiveGateway(gateway)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        live.start()  # SIGHUP and the file watch, when the app runs in the main thread (`jouleroute serve`)
         yield
-        await gw.aclose()
+        await live.aclose()
+
+    def visit_of(http: Request) -> Visit:
+        return Visit(uuid.uuid4().hex[:16], http.url.path, http.client.host if http.client else "-", gw=live.current)
 
     app = FastAPI(title="jouleroute gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
 
     def authorize(http: Request, visit: Visit) -> None:
+        gw = visit.gw
         if not gw.keys.required:
             visit.key_id = f"open:{http.client.host if http.client else '-'}"
             return
@@ -74,8 +85,8 @@ def create_app(gw: Gateway) -> FastAPI:
             raise GatewayError(401, "invalid API key", "authentication_error", "invalid_api_key")
         visit.key_id = key_id
 
-    async def read_body(http: Request) -> bytes:
-        limit = gw.cfg.limits.max_body_bytes
+    async def read_body(http: Request, visit: Visit) -> bytes:
+        limit = visit.gw.cfg.limits.max_body_bytes
         declared = http.headers.get("content-length")
         too_big = GatewayError(413, f"the request body exceeds {limit} bytes (gateway.limits.max_body_bytes)",
                                code="request_too_large")
@@ -92,7 +103,7 @@ def create_app(gw: Gateway) -> FastAPI:
         if visit.finished:  # a stream is finished by its generator or, if that never ran, after the response
             return
         visit.finished = True
-        r, p, a = visit.receipt, visit.parsed, visit.answer
+        gw, r, p, a = visit.gw, visit.receipt, visit.parsed, visit.answer
         candidate = r.candidate if r else "none"
         gw.metrics.requests.labels(visit.route, candidate, str(visit.status)).inc()
         gw.metrics.request_seconds.labels(visit.route).observe(time.perf_counter() - visit.started)
@@ -122,13 +133,14 @@ def create_app(gw: Gateway) -> FastAPI:
 
     def error_response(visit: Visit, error: GatewayError) -> JSONResponse:
         visit.status, visit.error = error.status, error.message
-        headers = {"X-Request-Id": visit.request_id, VERSION_HEADER: gw.version} | error.headers
+        headers = {"X-Request-Id": visit.request_id, VERSION_HEADER: visit.gw.version} | error.headers
         if visit.receipt is not None and error.status >= 500:
             headers |= visit.receipt.headers()
         return JSONResponse(error.body(), status_code=error.status, headers=headers)
 
     async def complete(http: Request, kind: Kind):
-        visit = Visit(uuid.uuid4().hex[:16], http.url.path, http.client.host if http.client else "-")
+        visit = visit_of(http)
+        gw = visit.gw
         streaming = False
         try:
             authorize(http, visit)
@@ -142,7 +154,7 @@ def create_app(gw: Gateway) -> FastAPI:
                                         "retry shortly", "overloaded_error", "overloaded", {"Retry-After": "1"})
             visit.admitted = True
             gw.metrics.pending.inc()
-            visit.parsed = parse_request(await read_body(http), kind)
+            visit.parsed = parse_request(await read_body(http, visit), kind)
             header = http.headers.get(WEIGHT_HEADER)
             header_weight = parse_weight(header, "the X-Energy-Weight header") if header is not None else None
             gw.check_prompt(visit.parsed)
@@ -168,7 +180,7 @@ def create_app(gw: Gateway) -> FastAPI:
 
     async def relay(visit: Visit, stream: Stream):
         """Pass the upstream's chunks on; the energy goes on the last chunk, once the token counts are in."""
-        parsed, receipt = visit.parsed, visit.receipt
+        gw, parsed, receipt = visit.gw, visit.parsed, visit.receipt
         held, usage_chunk = None, None
         try:
             async for chunk in stream.chunks:
@@ -207,22 +219,23 @@ def create_app(gw: Gateway) -> FastAPI:
         finally:
             finish(visit)
 
-    @app.post("/v1/chat/completions", openapi_extra=openapi_operation(gw, "chat"))
+    @app.post("/v1/chat/completions", openapi_extra=openapi_operation(live.current, "chat"))
     async def chat_completions(http: Request):
         return await complete(http, "chat")
 
-    @app.post("/v1/completions", openapi_extra=openapi_operation(gw, "completion"))
+    @app.post("/v1/completions", openapi_extra=openapi_operation(live.current, "completion"))
     async def completions(http: Request):
         return await complete(http, "completion")
 
     @app.post("/v1/feedback", openapi_extra=FEEDBACK_OPENAPI)
     async def feedback(http: Request):
         """A user's score in [0, 1] for a served request, by its X-Request-Id: the next tournament's feedback labels."""
-        visit = Visit(uuid.uuid4().hex[:16], http.url.path, http.client.host if http.client else "-")
+        visit = visit_of(http)
+        gw = visit.gw
         try:
             authorize(http, visit)
             try:
-                body = json.loads(await read_body(http))
+                body = json.loads(await read_body(http, visit))
             except (ValueError, UnicodeDecodeError, RecursionError):
                 raise GatewayError(400, "the request body is not valid JSON") from None
             request_id, score = (body.get("request_id"), body.get("score")) if isinstance(body, dict) else (None, None)
@@ -245,7 +258,8 @@ def create_app(gw: Gateway) -> FastAPI:
 
     @app.get("/v1/models")
     async def models(http: Request):
-        visit = Visit(uuid.uuid4().hex[:16], http.url.path, http.client.host if http.client else "-")
+        visit = visit_of(http)
+        gw = visit.gw
         try:
             authorize(http, visit)
         except GatewayError as error:
@@ -259,14 +273,15 @@ def create_app(gw: Gateway) -> FastAPI:
 
     @app.get("/readyz")
     async def readyz():
+        gw = live.current
         problems = await gw.problems()  # the router is loaded before the app exists
-        body = {"status": "ready" if not problems else "not ready", "router": gw.policy,
+        body = {"status": "ready" if not problems else "not ready", "router": gw.policy, "version": gw.version,
                 "upstreams": list(gw.upstreams), "problems": problems}
         return JSONResponse(body, status_code=200 if not problems else 503)
 
     @app.get("/metrics")
     async def metrics():
-        return Response(gw.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+        return Response(live.current.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return app
 

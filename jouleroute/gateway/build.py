@@ -298,16 +298,18 @@ def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, loc
     return upstreams
 
 
-def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None) -> Gateway:
+def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None, reuse: Gateway | None = None) -> Gateway:
     """The gateway ``jouleroute serve`` runs: the upstreams, keys and energy, and what answers ``jouleroute-auto``.
     With no ``gateway.router`` and no ``router.target``: the policy the evaluate stage deployed, whatever its kind,
     through its entry of ``SERVE`` (a route or a single model: the champion router; a cascade: its chain file).
-    Otherwise the router ``gateway.router`` names (``kind: cascade``: a chain file)."""
+    Otherwise the router ``gateway.router`` names (``kind: cascade``: a chain file). ``reuse``: a running gateway
+    whose upstreams, keys, lock and capture the new one takes over (a hot reload, gateway/reload.py)."""
     cfg = cfg or p.gateway
-    keys = KeyStore.load(cfg.auth, root)
+    keys = reuse.keys if reuse is not None else KeyStore.load(cfg.auth, root)
     check_exposure(cfg, keys)
-    parts = _Parts(p, cfg, root, keys, make_meter(p.energy), threading.Lock(),
-                   ExpectedEnergy.from_profile(p.paths.resolve("profile", root), p.energy.prefill_weight))
+    parts = _Parts(p, cfg, root, keys, make_meter(p.energy), reuse.lock if reuse is not None else threading.Lock(),
+                   ExpectedEnergy.from_profile(p.paths.resolve("profile", root), p.energy.prefill_weight),
+                   reuse.upstreams if reuse is not None else None)
     record = deployed_record(p, cfg, root)
     if record is not None:
         kind = deployed_policy(record, str(champion_dir(p, root) / "champion.json"))["kind"]
@@ -319,7 +321,10 @@ def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None) -> Ga
         gateway = _serve_router(parts, None)
     attach_measured(gateway)
     gateway.version = policy_version(p, cfg, root, record)
-    if cfg.capture.folder:  # what is served, kept for the next tournament (gateway/capture.py)
+    if reuse is not None and reuse.capture is not None:  # the same capture goes on, its gauges on the new /metrics
+        gateway.capture = reuse.capture
+        reuse.capture.register_gauges(gateway.metrics.registry)
+    elif cfg.capture.folder:  # what is served, kept for the next tournament (gateway/capture.py)
         from jouleroute.gateway.capture import Capture
 
         folder = Path(cfg.capture.folder)
@@ -342,11 +347,14 @@ def policy_version(p: Params, cfg: GatewayConfig, root: Path, record: dict | Non
 class _Parts:
     """What every kind's gateway is built from: the params, config, keys, meter, lock and expected energy."""
 
-    def __init__(self, p, cfg, root, keys, meter, lock, expected) -> None:
+    def __init__(self, p, cfg, root, keys, meter, lock, expected, running: dict | None = None) -> None:
         self.p, self.cfg, self.root, self.keys, self.meter, self.lock, self.expected = (p, cfg, root, keys, meter,
                                                                                         lock, expected)
+        self.running = running  # a reload's: the upstreams already serving
 
     def upstreams(self) -> dict:
+        if self.running is not None:
+            return self.running
         return build_upstreams(self.p, self.cfg, self.root, self.meter, self.lock, self.expected)
 
 

@@ -206,14 +206,18 @@ class Capture:
         for record in read_capture(folder).records[-remember:]:  # a restarted gateway still knows its traffic
             self._ids[record["request_id"]] = (record.get("served") or {}).get("candidate")
         if metrics_registry is not None:
-            from prometheus_client import Gauge
+            self.register_gauges(metrics_registry)
 
-            Gauge("jouleroute_gateway_capture_records", "Capture records written since start",
-                  registry=metrics_registry).set_function(lambda: self.writer.written[CAPTURE])
-            Gauge("jouleroute_gateway_capture_dropped", "Capture records dropped (queue full or write failed)",
-                  registry=metrics_registry).set_function(lambda: self.writer.dropped)
-            Gauge("jouleroute_gateway_feedback_records", "Feedback records written since start",
-                  registry=metrics_registry).set_function(lambda: self.writer.written[FEEDBACK])
+    def register_gauges(self, registry) -> None:
+        """The capture's counts on a gateway's /metrics (again on a reloaded gateway's)."""
+        from prometheus_client import Gauge
+
+        Gauge("jouleroute_gateway_capture_records", "Capture records written since start",
+              registry=registry).set_function(lambda: self.writer.written[CAPTURE])
+        Gauge("jouleroute_gateway_capture_dropped", "Capture records dropped (queue full or write failed)",
+              registry=registry).set_function(lambda: self.writer.dropped)
+        Gauge("jouleroute_gateway_feedback_records", "Feedback records written since start",
+              registry=registry).set_function(lambda: self.writer.written[FEEDBACK])
 
     def served(self, record: dict) -> None:
         """Keep a served request (sampled by its id): never blocks."""

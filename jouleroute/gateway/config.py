@@ -131,3 +131,5 @@ class GatewayConfig(StrictModel):
     limits: LimitsConfig = LimitsConfig()
     log_prompts: bool = False  # the access log never holds prompt text unless this is on
     capture: CaptureConfig = CaptureConfig()  # what is served, kept for the next tournament (off: no folder)
+    # a promoted policy is picked up without a restart: SIGHUP always; > 0: champion.json checked every this many s
+    reload_poll_s: float = Field(default=0.0, ge=0)

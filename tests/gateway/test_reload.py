@@ -1,0 +1,85 @@
+"""Hot reload under concurrent requests (issue 49): the champion record changes, the file watch swaps the gateway,
+no request fails or hangs, every response names the old or the new policy version, and requests after the swap are
+answered by the new one. Real loopback upstreams; the rebuild reuses them as `jouleroute serve`'s does."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import httpx
+
+from jouleroute.gateway.app import create_app
+from jouleroute.gateway.auth import KeyStore, key_hash
+from jouleroute.gateway.config import GatewayConfig
+from jouleroute.gateway.reload import LiveGateway
+from jouleroute.gateway.remote import RemoteUpstream
+from jouleroute.gateway.service import Gateway
+from tests.gateway.conftest import API_KEY, LiveServer
+
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+
+
+def _gateway(router, urls, expected, version: str, upstreams=None) -> Gateway:
+    upstreams = upstreams or {c: RemoteUpstream(c, u, f"tiny-{c}", expected, timeout_s=20) for c, u in urls.items()}
+    gw = Gateway(GatewayConfig(), router, upstreams, KeyStore({key_hash(API_KEY)}))
+    gw.version = version
+    return gw
+
+
+def test_a_reload_under_concurrent_requests_fails_none_and_each_names_its_version(knn_router, upstream_urls,
+                                                                                expected_energy, tmp_path):
+    record = tmp_path / "champion.json"
+    record.write_text('{"version": 1}')
+    old = _gateway(knn_router, upstream_urls, expected_energy, "route:old")
+    live = LiveGateway(old, rebuild=lambda running: _gateway(knn_router, None, expected_energy, "route:new",
+                                                              running.upstreams),
+                       watch=record, poll_s=0.05)
+    server = LiveServer(create_app(live))
+    url = server.start()
+    results: list[tuple[int, str]] = []
+    stop = threading.Event()
+
+    def traffic() -> None:
+        with httpx.Client(timeout=30) as client:
+            while not stop.is_set():
+                r = client.post(url + "/v1/completions", headers=AUTH, json={
+                    "model": "jouleroute-auto", "prompt": "what is 3 plus 4", "max_tokens": 2})
+                results.append((r.status_code, r.headers.get("x-jouleroute-policy-version", "")))
+
+    workers = [threading.Thread(target=traffic) for _ in range(6)]
+    try:
+        for w in workers:
+            w.start()
+        deadline = time.monotonic() + 30
+        while sum(v == "route:old" for _, v in results) < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        record.write_text('{"version": 2}')  # what the loop's promotion does: a new deployed record
+        while not live.reloads and time.monotonic() < deadline:
+            time.sleep(0.01)
+        swapped = len(results)
+        while len(results) < swapped + 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(60)
+        hung = [w for w in workers if w.is_alive()]
+        server.stop()
+    assert not hung, "a request hung across the reload"
+    assert live.reloads == [{"why": "file watch", "from": "route:old", "to": "route:new", "error": None}]
+    assert all(status == 200 for status, _ in results), [r for r in results if r[0] != 200][:5]
+    assert {v for _, v in results} == {"route:old", "route:new"}
+    assert all(v == "route:new" for _, v in results[swapped + 6:])  # after the swap (less those in flight)
+
+
+def test_a_rebuild_that_fails_keeps_serving_the_old_policy(knn_router, upstream_urls, expected_energy):
+    old = _gateway(knn_router, upstream_urls, expected_energy, "route:old")
+
+    def broken(running):
+        raise ValueError("champion.json: 'deployed' names no policy kind")
+
+    live = LiveGateway(old, rebuild=broken)
+    outcome = asyncio.run(live.reload("SIGHUP"))
+    assert live.current is old and outcome["to"] is None and "names no policy kind" in outcome["error"]
