@@ -70,9 +70,10 @@ def serve_command(ctx: StageContext, args) -> None:
 
     cfg = with_address(load_gateway_config(ctx, getattr(args, "config", None)), getattr(args, "host", None),
                        getattr(args, "port", None))
-    params = with_target(ctx.params, getattr(args, "target_energy_share", None), getattr(args, "target_accuracy", None))
-    try:
-        gateway = build_gateway(params, ctx.root, cfg)  # a router's, or a cascade's (gateway.router.kind)
+    share, accuracy = getattr(args, "target_energy_share", None), getattr(args, "target_accuracy", None)
+    params, asked = with_target(ctx.params, share, accuracy), share is not None or accuracy is not None
+    try:  # the deployed policy, whatever its kind; a router at the λ meeting a --target-*; or gateway.router's
+        gateway = build_gateway(params, ctx.root, cfg, target_asked=asked)
     except (ValueError, FileNotFoundError) as error:
         raise ParamsError(str(error)) from None
     logger.info("serving %s on http://%s:%d/v1 (router %s)", gateway.models, cfg.host, cfg.port,
@@ -83,7 +84,7 @@ def serve_command(ctx: StageContext, args) -> None:
     from jouleroute.gateway.build import champion_dir
     from jouleroute.gateway.reload import LiveGateway
 
-    live = LiveGateway(gateway, rebuild=lambda old: build_gateway(params, ctx.root, cfg, reuse=old),
+    live = LiveGateway(gateway, rebuild=lambda old: build_gateway(params, ctx.root, cfg, reuse=old, target_asked=asked),
                        watch=champion_dir(params, ctx.root) / "champion.json", poll_s=cfg.reload_poll_s)
     uvicorn.run(create_app(live), host=cfg.host, port=cfg.port, log_level="warning", access_log=False,
                 timeout_keep_alive=30, timeout_graceful_shutdown=30)

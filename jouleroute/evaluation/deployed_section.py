@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jouleroute.evaluation.formatting import fmt as _f
+from jouleroute.policy.target import Target
 
 FIGURES = ("accuracy_diff_vs_best", "energy_share_of_best", "accuracy_diff_vs_reference", "routing_gain")
 
@@ -61,21 +62,20 @@ def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
     stable = lambda key: (f" (same choice in {_pct(stab[key])} of {stab['samples']} resamples)"  # noqa: E731
                           if key in stab else "")
     spread = stab.get("lam_interval")
-    goal = {"iso_accuracy": f"accuracy at least the best single's minus {singles['tolerance']:g}",
-            "accuracy_floor": f"accuracy at least {block['floor_or_share']:.3f}",
-            "energy_share": f"at most {block['floor_or_share']:.0%} of the best single's energy"}[block["chosen_by"]]
-    single = block.get("policy") == "single"
+    goal = (f"accuracy at least the best single's minus {singles['tolerance']:g}" if block["chosen_by"] == "iso_accuracy"
+            else Target.of(block["chosen_by"], block["floor_or_share"]).describe())
+    single, routed = block.get("policy") == "single", block.get("policy", "route") == "route"
     met = ("meets it on selection data" if block["met_on_selection"] else
-           f"**no λ meets it on selection data** ({block['reason']})" + ("" if single else "; the closest λ is deployed"))
+           f"no λ meets it on selection data ({block['reason']})" + ("; the closest λ is deployed" if routed else ""))
     served = block.get("served") or f"{block['champion']} at λ={block['lam']:.4g}"
     lines = ["", "## The deployed point", "",
              f"**Deployed: {served}.** Chosen on selection data only ({singles['n_queries']} train and val queries "
              f"for the singles; the champion's sweep over {len(sweep['lam'])} λ on {sweep['n_queries']} queries, "
              f"{sweep['data']}); test scores each choice once (docs/metrics.md, \"The deployed point\").", "",
              f"- Best single: `{best['candidate']}` ({best['accuracy']:.3f} on selection){stable('best_single')}.",
-             f"- Reference single, the cheapest within {singles['tolerance']:g} of it: `{ref['candidate']}` "
+             f"- Reference single, the single the target picks alone: `{ref['candidate']}` "
              f"({ref['accuracy']:.3f} at {ref['j_per_query']:.4g} J/query on selection){stable('reference_single')}.",
-             f"- Champion `{block['champion']}`"
+             f"- Router champion `{block['champion']}`"
              + ("" if block.get("champion_first_on_utility") is None or block.get("val_winner", block["champion"])
                 != block["champion"] else
                 f" (first on mean val utility in {_pct(block['champion_first_on_utility'])} of val resamples)")
@@ -85,7 +85,7 @@ def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
              *_contender_table(block.get("contenders"), energy_source), "",
              f"On test ({test['n_queries']} queries, {test['confidence']:.0%} paired-bootstrap intervals over "
              f"{test['samples']} resamples, `{test['view']}` view, energy **{energy_source}**"
-             + ("" if test["overhead_metered"] or single else "; the router's own cost was not metered for this point")
+             + ("" if test["overhead_metered"] or not routed else "; the router's own cost was not metered for this point")
              + "):", "",
              f"| policy | accuracy | J/query [{energy_source}] |", "|---|---:|---:|",
              f"| **deployed** ({served}) | {test['accuracy']:.3f} "
@@ -118,7 +118,8 @@ def _policy_lines(block: dict, single: bool, stable) -> list[str]:
     if "policy" not in block:
         return []
     if alone is None:
-        return ["- No single model meets the target on selection data: the champion is deployed."]
+        return [f"- No single model meets the target on selection data: {block.get('served')} is deployed.",
+                *_kinds_table(block.get("kinds"))]
     point = next((c for c in block.get("contenders", []) if c["name"] == block["champion"]), None)
     own = "" if not point or not point.get("overhead_j") else f", its own cost {point['overhead_j']:.3g} J/query included"
     figures = ("" if point is None else f" ({point['accuracy_diff_vs_best']:+.3f} vs the best single, "
@@ -168,7 +169,7 @@ def deployed_summary(dep: dict | None) -> list[str]:
                                            f"{scale * dep[f'{name}_ci_high']:.3g}{unit}]")
     src = dep["energy_source"]
     single = dep.get("policy") == "single"
-    met = ([] if dep["met_on_selection"] or single else
+    met = ([] if dep["met_on_selection"] or dep.get("policy", "route") != "route" else
            ["  no λ met the target on selection data: the closest is deployed"])
     served = dep.get("served") or f"{dep['champion']} at λ={dep['lam']:.4g}"
     gain = (f"  routing not deployed: it did not pay on selection data (champion {dep['champion']} at "

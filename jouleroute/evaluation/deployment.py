@@ -49,7 +49,7 @@ def decide_deployment(setup: EvaluateSetup, contest: Contest, selection: dict) -
     target = effective_target(p.router.target)
     others = cascade_contenders(setup, contest, everything, target)
     decision = choose_policy(target, lams, contenders, everything, tolerance, cfg.stability_samples, cfg.seed,
-                             cfg.confidence, cfg.noninferiority_margin, others)
+                             cfg.confidence, cfg.noninferiority_margin, others, cfg.bootstrap_samples)
     champion = contenders[decision.pop("index")]
     choice = choose_deployed(target, lams, champion.correct, champion.energy + champion.overhead_j,
                              champion.best_correct, champion.best_energy, tolerance, cfg.stability_samples, cfg.seed)
@@ -61,6 +61,8 @@ def decide_deployment(setup: EvaluateSetup, contest: Contest, selection: dict) -
              "n_queries": len(champion.query_ids), "data": champion.data, "overhead_j": champion.overhead_j}
     if decision["single_on_selection"]:  # the single the rule picks alone: the reference every gain is read against
         alone = decision["single_on_selection"]
+        if alone["name"] != singles["reference_single"]["candidate"]:  # its resampled stability was another's
+            singles.get("stability", {}).pop("reference_single", None)
         singles["reference_single"] = {"candidate": alone["name"], "accuracy": alone["accuracy"],
                                        "j_per_query": alone["j_per_query"]}
     served = {ROUTE: f"{champion.name} at λ={choice['lam']:.4g}", SINGLE: f"always {decision['single']}",
@@ -95,12 +97,15 @@ def cascade_contenders(setup: EvaluateSetup, contest: Contest, everything: Profi
     samples = cfg.bootstrap_samples
     oof = crossfit_outcomes(m, {"deployed": target}, cfg.selection_folds, cfg.accuracy_tolerance, samples,
                             cfg.confidence, cfg.seed, cfg.cascade.max_stage_size)["deployed"]
-    best = everything.candidates[best_column(everything.correct, everything.energy_j)]
-    chosen = choose_chain(search(m, best, max_stage_size=cfg.cascade.max_stage_size), m, target,
-                          cfg.accuracy_tolerance, samples, cfg.confidence, cfg.seed)
+    column = best_column(everything.correct, everything.energy_j)
+    chosen = choose_chain(search(m, everything.candidates[column], max_stage_size=cfg.cascade.max_stage_size), m,
+                          target, cfg.accuracy_tolerance, samples, cfg.confidence, cfg.seed)
     chain = chosen.chain
+    # against the best single on all selection data, the one every other kind is held to (the folds' own best
+    # singles chose the chains; the yardstick of the choice across kinds is one)
     return [PolicyOutcomes(CASCADE, chain.name, f"train+val, out of fold over {cfg.selection_folds} folds",
-                           list(m.query_ids), oof.correct, oof.energy_j, oof.best_correct, oof.best_energy_j,
+                           list(m.query_ids), oof.correct, oof.energy_j, everything.correct[:, column],
+                           everything.energy_j[:, column],
                            {"stages": [list(st) for st in chain.stages], "max_output_tokens": chain.max_output_tokens,
                             "chains_out_of_fold": oof.chains, "selection": chosen.selection})]
 

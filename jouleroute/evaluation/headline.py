@@ -5,6 +5,8 @@ Pure python (no torch), so `jouleroute where` can print it without loading the r
 
 from __future__ import annotations
 
+from jouleroute.best_single import best_single
+
 
 def headline_rows(metrics: dict, reference_lam: float) -> dict[str, dict]:
     """The headline as rows (a family, the oracle, the best single; for people: `jouleroute where`).
@@ -12,7 +14,8 @@ def headline_rows(metrics: dict, reference_lam: float) -> dict[str, dict]:
     r = lambda x: round(x, 4) if isinstance(x, float) else x
     source = metrics["energy_source"]
     singles = metrics["singles"]
-    best = max(singles, key=lambda c: (singles[c]["accuracy"], -singles[c]["j_per_query"]))
+    names = list(singles)
+    best = names[best_single([singles[c]["accuracy"] for c in names], [singles[c]["j_per_query"] for c in names])]
     rows = {"oracle": {**{k: r(v) for k, v in metrics["oracle"].items()}, "energy_source": source},
             # a single candidate's AIQ is the zero-router AIQ: the frontier of the singles alone
             "best_single": {"accuracy": r(singles[best]["accuracy"]), "j_per_query": r(singles[best]["j_per_query"]),

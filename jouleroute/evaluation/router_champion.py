@@ -33,7 +33,7 @@ from jouleroute.stats import resample_index
 def choose_policy(target: Target, lams: Sequence[float], contenders: Sequence[ContenderSweep],
                   m: ProfileMatrix, tolerance: float, samples: int = 200, seed: int = 0,
                   confidence: float = 0.95, margin: float = 0.03,
-                  others: Sequence[PolicyOutcomes] = ()) -> dict:
+                  others: Sequence[PolicyOutcomes] = (), interval_samples: int | None = None) -> dict:
     """The policy to deploy (module doc): the router champion and its λ, then the one rule across kinds (the
     champion's point, ``others`` such as the cascade's out-of-fold outcomes, every single model), whether the
     chosen routing or cascade pays over the single model the target picks alone, every contender's point, and how
@@ -45,7 +45,8 @@ def choose_policy(target: Target, lams: Sequence[float], contenders: Sequence[Co
     kinds = list(others) + singles_as_policies(m)
     if k is not None:
         kinds.insert(0, route_policy(contenders[k], points[k], lams))
-    decision = choose_across_kinds(target, kinds, m, tolerance, margin, samples, seed, confidence)
+    decision = choose_across_kinds(target, kinds, m, tolerance, margin,  # the intervals: evaluate.bootstrap_samples
+                                   samples if interval_samples is None else interval_samples, seed, confidence)
     out = decision | {"champion": None if k is None else contenders[k].name,
                       "family": None if k is None else contenders[k].family, "index": k,
                       "contenders": [{"name": c.name, "family": c.family, "data": c.data,

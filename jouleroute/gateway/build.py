@@ -96,27 +96,29 @@ def check_registry(p: Params, root: Path, record: dict) -> None:
         logger.info("the workspace's champion is the registry's %s version %s", found["name"], found["version"])
 
 
-def champion_router(p: Params, root: Path, meter: Meter) -> GatewayRouter | None:
+def champion_router(p: Params, root: Path, meter: Meter, target_asked: bool | None = None) -> GatewayRouter | None:
     """The champion saved by the evaluate stage in this workspace, loaded as fitted and served at its deployed λ
     (chosen on selection data for the default target, evaluation/deployed.py), or at the λ that meets an explicit
     ``router.target`` on its selection sweep; every query to one model when the deployment chose that model
-    because routing did not pay on selection data; ``None`` when the workspace has none."""
+    because routing did not pay on selection data; ``None`` when the workspace has none. ``target_asked``: a target
+    other than the one evaluate deployed for (default: whenever params carry one)."""
     from jouleroute.routing.champion import read_champion
 
+    target_asked = p.router.target is not None if target_asked is None else target_asked
     folder = champion_dir(p, root)
     record = read_champion(folder)
     if record is None:
         return None
     check_registry(p, root, record)
     lam, family = float(record["lam"]), record["family"]
-    if record.get("policy") == "single" and p.router.target is None:
+    if record.get("policy") == "single" and not target_asked:
         from jouleroute.routing.baselines.simple import AlwaysRouter
 
         logger.info("serving the deployed point: every query to %s (routing with the champion %s did not pay on "
                     "selection data; %s)", record["single"], record["name"], folder)
         candidates = p.candidate_ids or [record["single"]]  # params may leave the pool to the profile
         return ScoringGatewayRouter(AlwaysRouter(record["single"], candidates), tuple(record["lambda_range"]), lam)
-    if p.router.target is not None:
+    if target_asked:
         lam = target_lam(p, record.get("val_sweep"), folder)
     elif record.get("lam_chosen_by"):  # the deployed point: the λ evaluate chose on selection data
         logger.info("serving the deployed point: λ=%g, chosen on selection data for router.target %s", lam,
@@ -198,10 +200,11 @@ def lm_router(p: Params, rc: GatewayRouterConfig, root: Path, meter: Meter, lam:
     return ScoringGatewayRouter(blend, lm.spec.lambda_range, lam, batch_size=p.router.batch_size)
 
 
-def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter) -> GatewayRouter:
+def build_router(p: Params, cfg: GatewayConfig, root: Path, meter: Meter,
+                 target_asked: bool | None = None) -> GatewayRouter:
     rc = cfg.router
     if "router" not in cfg.model_fields_set:  # no router configured: the champion, when there is one
-        served = champion_router(p, root, meter)
+        served = champion_router(p, root, meter, target_asked)
         if served is not None:
             return served
     if p.router.target is not None:
@@ -298,19 +301,23 @@ def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, loc
     return upstreams
 
 
-def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None, reuse: Gateway | None = None) -> Gateway:
+def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None, reuse: Gateway | None = None,
+                  target_asked: bool = False) -> Gateway:
     """The gateway ``jouleroute serve`` runs: the upstreams, keys and energy, and what answers ``jouleroute-auto``.
     With no ``gateway.router`` and no ``router.target``: the policy the evaluate stage deployed, whatever its kind,
     through its entry of ``SERVE`` (a route or a single model: the champion router; a cascade: its chain file).
     Otherwise the router ``gateway.router`` names (``kind: cascade``: a chain file). ``reuse``: a running gateway
-    whose upstreams, keys, lock and capture the new one takes over (a hot reload, gateway/reload.py)."""
+    whose upstreams, keys, lock and capture the new one takes over (a hot reload, gateway/reload.py);
+    ``target_asked``: `serve --target-*` asked for another target than evaluate deployed for (the router champion is
+    then served at the λ meeting it on its saved sweep)."""
     cfg = cfg or p.gateway
     keys = reuse.keys if reuse is not None else KeyStore.load(cfg.auth, root)
     check_exposure(cfg, keys)
     parts = _Parts(p, cfg, root, keys, make_meter(p.energy), reuse.lock if reuse is not None else threading.Lock(),
                    ExpectedEnergy.from_profile(p.paths.resolve("profile", root), p.energy.prefill_weight),
                    reuse.upstreams if reuse is not None else None)
-    record = deployed_record(p, cfg, root)
+    parts.target_asked = target_asked or None  # None: as params say (a target there re-resolves an old champion)
+    record = deployed_record(p, cfg, root, target_asked)
     if record is not None:
         kind = deployed_policy(record, str(champion_dir(p, root) / "champion.json"))["kind"]
         logger.info("serving the deployed policy: %s", describe(record["deployed"]))
@@ -362,7 +369,7 @@ def _serve_router(parts: _Parts, record: dict | None) -> Gateway:
     """A route or a single model (the champion router; every query to one model when that was deployed), or the
     router ``gateway.router`` names."""
     p, cfg = parts.p, parts.cfg
-    router = build_router(p, cfg, parts.root, parts.meter)
+    router = build_router(p, cfg, parts.root, parts.meter, parts.target_asked if record is None else False)
     stale = sorted(set(router.candidates) - set(p.candidate_ids))
     if not cfg.upstreams and stale:  # the embedded default serves the params' pool
         raise ValueError(f"the router ({router.name}) was trained for candidates {stale} that the params' pool "
@@ -382,12 +389,13 @@ def _serve_cascade(parts: _Parts, record: dict | None) -> Gateway:
 SERVE = {"route": _serve_router, "single": _serve_router, "cascade": _serve_cascade}  # one entry per policy kind
 
 
-def deployed_record(p: Params, cfg: GatewayConfig, root: Path) -> dict | None:
-    """The champion record whose deployed policy `serve` runs when nothing else is asked for (no gateway.router,
-    no router.target): `serve` with no options serves what the report deployed. None otherwise."""
+def deployed_record(p: Params, cfg: GatewayConfig, root: Path, target_asked: bool = False) -> dict | None:
+    """The champion record whose deployed policy `serve` runs when nothing else is asked for (no gateway.router, no
+    target on the command line): `serve` with no options serves what the report deployed, for the params' own
+    router.target too (evaluate deployed for it). None otherwise."""
     from jouleroute.routing.champion import read_champion
 
-    if "router" in cfg.model_fields_set or p.router.target is not None:
+    if "router" in cfg.model_fields_set or target_asked:
         return None
     record = read_champion(champion_dir(p, root))
     if not record or not record.get("deployed"):  # none, or an older champion: served as a router

@@ -29,8 +29,9 @@ def promotion_decision(candidate_correct, candidate_energy, serving_correct, ser
     vs = compare(np.asarray(candidate_correct, float), np.asarray(candidate_energy, float),
                  np.asarray(serving_correct, float), np.asarray(serving_energy, float), margin, samples, confidence,
                  seed)
-    accurate = vs["verdict"] in ("above", "non-inferior")
-    cheap = vs["energy_verdict"] != "dearer" and (samples > 0 or (vs["energy_ratio"] or np.inf) <= 1.0)
+    accurate = vs["verdict"] == "above" or vs["verdict"] == "non-inferior"
+    ratio = vs["energy_ratio"]
+    cheap = vs["energy_verdict"] != "dearer" and (samples > 0 or (ratio is not None and ratio <= 1.0))
     reasons = []
     if not accurate:
         reasons.append(f"accuracy {vs['verdict']} at margin {margin:g} (candidate − serving "

@@ -65,8 +65,8 @@ def choose_across_kinds(target: Target, kinds: Sequence[PolicyOutcomes], m, tole
     target picks alone among the admissible singles; otherwise that single is deployed."""
     figures = [_figures(p, margin, samples, confidence, seed) for p in kinds]
     guarded = target.kind == "iso_accuracy"
-    admissible = [not guarded or f["accuracy_diff_ci"] is None or f["accuracy_diff_ci"][0] > -margin - _EPS
-                  for f in figures]
+    admissible = [not guarded or (f["accuracy_diff_ci"][0] if f["accuracy_diff_ci"] else f["accuracy_diff_vs_best"])
+                  > -margin - _EPS for f in figures]  # without resamples, the point estimate is all there is
     def pick(rows: list[int]):
         chosen = meet_target(target, [figures[i]["accuracy"] for i in rows],
                              [figures[i]["energy_share_of_best"] for i in rows],

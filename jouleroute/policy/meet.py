@@ -85,7 +85,8 @@ def meet_target(target: Target, accuracy: Sequence[float], share: Sequence[float
     floor = best - tolerance if target.kind == "iso_accuracy" else np.full(acc.shape, target.value)
     ok = np.flatnonzero((acc >= floor - _EPS) & allowed)
     if ok.size:
-        return Pick(first(ok, shares, -diff), True, float(floor[ok[0]]))
+        k = first(ok, shares, -diff)
+        return Pick(k, True, float(floor[k]))
     k = first(everything, -diff, shares)
     return Pick(k, False, float(floor[k]), f"no {what} meets {target.kind} {floor[k]:.4g}: the most accurate "
                                            f"reaches {acc[k]:.4f}")
@@ -116,6 +117,10 @@ def choose_lambda(target: Target, lams: Sequence[float], accuracy: Sequence[floa
 def resolve_lambda(target: Target, val_sweep: dict) -> float:
     """The λ that meets ``target`` on the champion's selection sweep (report.json's ``target.val_sweep``);
     raises ``TargetNotMet`` with the closest the grid gets."""
+    if target.kind == "above_best":
+        raise TargetNotMet("router.target above_best is met with paired intervals on the selection outcomes, which a "
+                           "saved sweep does not hold: serve the deployed policy (`jouleroute serve` with no target) "
+                           "or put the target in params.yaml and rerun `dvc repro evaluate`")
     choice = choose_lambda(target, val_sweep["lam"], val_sweep["accuracy"], val_sweep["j_per_query"],
                            val_sweep["best_single_accuracy"], val_sweep["best_single_j_per_query"],
                            val_sweep.get("tolerance", 0.0))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from jouleroute.best_single import best_single
 from jouleroute.evaluation.report import comparison_lines
 from jouleroute.evaluation.results_page import FRONTIER_PLOT, results_lines
 from jouleroute.evaluation.val_contest_section import selection_lines
@@ -118,7 +119,8 @@ def _task_table(table, winners, candidates, ctx, cards) -> list[str]:
 def _headline(report: dict, heldout: dict, reference_lam: float) -> list[str]:
     view = lambda e, v: e["views"][v]
     singles = {n: view(e, "models_only") for n, e in report["singles"].items()}
-    best = max(singles, key=lambda n: (singles[n]["accuracy"], -singles[n]["j_per_query"]))
+    names = list(singles)
+    best = names[best_single([singles[n]["accuracy"] for n in names], [singles[n]["j_per_query"] for n in names])]
     lines = [f"On the {report['n_queries']} `{report['split']}` queries: best single `{best}` "
              f"{singles[best]['accuracy']:.3f} at {singles[best]['j_per_query']:.2f} J/query; oracle "
              f"{view(report['oracle'], 'models_only')['accuracy']:.3f} at "

@@ -12,6 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
+from jouleroute.best_single import best_single
 from jouleroute.evaluation.report import comparison_lines, iso_accuracy_lines
 from jouleroute.evaluation.results_page import FRONTIER_PLOT, results_lines
 from jouleroute.evaluation.val_contest_section import selection_lines
@@ -32,7 +33,9 @@ def study_page_stage(ctx: StageContext) -> Path:
     stat = lambda entry: entry["views"][view]
     singles = {name: stat(e) for name, e in report["singles"].items()}
     routers = {name: (e, stat(e)) for name, e in report["routers"].items() if e["kind"] == "router"}
-    best_name = max(singles, key=lambda n: (singles[n]["accuracy"], -singles[n]["j_per_query"]))
+    names = list(singles)
+    best_name = names[best_single([singles[n]["accuracy"] for n in names],
+                                  [singles[n]["j_per_query"] for n in names])]
     out = ctx.path("study_doc")
     title, origin = _what(ctx.params, meta)
     lines = [

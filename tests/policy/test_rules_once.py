@@ -14,6 +14,7 @@ POLICY = REPO / "jouleroute/policy"
 VERDICT_WORDS = {"non-inferior", "inferior", "inconclusive"}
 RULE_NAMES = {"choose_lambda", "meet_target", "pick_singles", "best_single", "best_column", "single_for_target",
               "accuracy_verdict", "energy_verdict", "compare"}
+TARGET_FIELDS = {"energy_share", "accuracy_floor", "iso_accuracy", "above_best"}
 
 
 def _outside(path: Path, *own: str) -> bool:
@@ -25,66 +26,93 @@ def _trees():
         yield path, ast.parse(path.read_text(), str(path))
 
 
-def test_the_best_single_rule_is_written_once():
-    """A sort key that ranks by a negated figure first (the most accurate first) lives in best_single.py or the
-    policy layer: everything else asks ``best_single``."""
+def best_single_copies(tree: ast.AST) -> list[int]:
+    """Lines of a sort key ranking by a negated figure first, or by (figure, negated figure) under max: the
+    most accurate first, ties to the cheaper."""
     found = []
-    for path, tree in _trees():
-        if not _outside(path, "jouleroute/best_single.py"):
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.keyword) and node.arg == "key" and isinstance(node.value, ast.Lambda):
-                body = node.value.body
-                if isinstance(body, ast.Tuple) and body.elts and isinstance(body.elts[0], ast.UnaryOp) and \
-                        isinstance(body.elts[0].op, ast.USub):
-                    found.append(f"{path.relative_to(REPO)}:{node.value.lineno}")
+        under_max = isinstance(call.func, ast.Name) and call.func.id == "max"
+        for node in call.keywords:
+            body = node.value.body if node.arg == "key" and isinstance(node.value, ast.Lambda) else None
+            if isinstance(body, ast.Tuple) and len(body.elts) > 1:
+                negated = [isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub) and not _an_index(e.operand)
+                           for e in body.elts]
+                if (negated[0] and not under_max) or (under_max and not negated[0] and negated[1]):
+                    found.append(node.value.lineno)
+    return found
+
+
+def _an_index(node: ast.AST) -> bool:
+    """-i or -names.index(x): a tie-break by position, not by a figure."""
+    return isinstance(node, ast.Name) or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                                          and node.func.attr == "index")
+
+
+def target_types(tree: ast.AST) -> list[int]:
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and TARGET_FIELDS & {
+        s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}]
+
+
+def rule_copies(tree: ast.AST) -> list[str]:
+    """Comparisons with a target's value, the layer's rules defined again, verdict words spelt other than to read
+    one (a side of a comparison, its tuple's items, or a dict key)."""
+    reading = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Compare):
+            for side in [n.left, *n.comparators]:
+                reading.add(id(side))
+                if isinstance(side, (ast.Tuple, ast.List, ast.Set)):
+                    reading |= {id(e) for e in side.elts}
+        if isinstance(n, ast.Dict):
+            reading |= {id(k) for k in n.keys if k is not None}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(
+                isinstance(s, ast.Attribute) and s.attr == "value" and isinstance(s.value, ast.Name) and
+                s.value.id == "target" for s in [node.left, *node.comparators]):
+            found.append(f"{node.lineno}: compares with target.value")
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in RULE_NAMES:
+            found.append(f"{node.lineno}: defines {node.name}")
+        if isinstance(node, ast.Constant) and node.value in VERDICT_WORDS and id(node) not in reading:
+            found.append(f"{node.lineno}: spells the verdict {node.value!r}")
+    return found
+
+
+# Known, and left for the next change that retrains every pipeline anyway (routing/ is a dependency of training):
+# the per-task best in the LM router's training labels.
+RETRAINS = {"jouleroute/routing/utility.py"}
+
+
+def test_the_best_single_rule_is_written_once():
+    found = [f"{path.relative_to(REPO)}:{line}" for path, tree in _trees()
+             if _outside(path, "jouleroute/best_single.py", *RETRAINS) for line in best_single_copies(tree)]
     assert not found, "a best-single-style ranking outside jouleroute/best_single.py and policy/:\n" + "\n".join(found)
 
 
 def test_one_target_type():
-    """No class outside policy/target.py declares a target's fields."""
-    found = []
-    for path, tree in _trees():
-        if not _outside(path, "jouleroute/policy/target.py"):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef):
-                fields = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and
-                          isinstance(s.target, ast.Name)}
-                if fields & {"energy_share", "accuracy_floor", "iso_accuracy", "above_best"}:
-                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.name}")
+    found = [f"{path.relative_to(REPO)}:{line}" for path, tree in _trees()
+             if _outside(path, "jouleroute/policy/target.py") for line in target_types(tree)]
     assert not found, "a second target type:\n" + "\n".join(found)
 
 
 def test_meeting_a_target_and_the_verdicts_are_written_once():
-    """Outside the policy layer no code compares with a target's value, defines a rule of the layer under its
-    name, or spells a verdict word other than to read one (a comparison of a verdict with a word is reading)."""
-    found = []
-    for path, tree in _trees():
-        if not _outside(path, "jouleroute/best_single.py"):
-            continue
-        reading = {id(c) for n in ast.walk(tree) if isinstance(n, ast.Compare) for c in [n.left, *n.comparators]}
-        reading |= {id(k) for n in ast.walk(tree) if isinstance(n, ast.Dict) for k in n.keys if k is not None}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Compare):
-                sides = [node.left, *node.comparators]
-                if any(isinstance(s, ast.Attribute) and s.attr == "value" and isinstance(s.value, ast.Name) and
-                       s.value.id == "target" for s in sides):
-                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: compares with target.value")
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in RULE_NAMES:
-                found.append(f"{path.relative_to(REPO)}:{node.lineno}: defines {node.name}")
-            if isinstance(node, ast.Constant) and node.value in VERDICT_WORDS and id(node) not in reading:
-                found.append(f"{path.relative_to(REPO)}:{node.lineno}: spells the verdict {node.value!r}")
+    found = [f"{path.relative_to(REPO)}:{what}" for path, tree in _trees()
+             if _outside(path, "jouleroute/best_single.py") for what in rule_copies(tree)]
     assert not found, "a rule of jouleroute/policy written again:\n" + "\n".join(found)
 
 
-def test_the_checks_above_catch_a_copy(tmp_path):
-    """The checks are not vacuous: the old copies they replaced are caught."""
-    copy = ast.parse("best = min(order, key=lambda c: (-acc[c], joules[c], c))\n"
-                     "class RouterTarget:\n    energy_share: float | None = None\n"
-                     "ok = share <= target.value\nword = 'inconclusive'\n")
-    keys = [n for n in ast.walk(copy) if isinstance(n, ast.keyword) and n.arg == "key"]
-    classes = [n for n in ast.walk(copy) if isinstance(n, ast.ClassDef)]
-    compares = [n for n in ast.walk(copy) if isinstance(n, ast.Compare) and isinstance(n.comparators[0], ast.Attribute)]
-    words = [n for n in ast.walk(copy) if isinstance(n, ast.Constant) and n.value in VERDICT_WORDS]
-    assert keys and classes and compares and words
+def test_the_checks_catch_the_copies_they_replaced():
+    """Each detector flags the old copies (so none of the checks above passes by finding nothing to look at), and
+    reading a verdict is not writing one."""
+    assert best_single_copies(ast.parse("best = min(order, key=lambda c: (-acc[c], joules[c], c))"))
+    assert best_single_copies(ast.parse("best = max(order, key=lambda c: (acc[c], -joules[c]))"))
+    assert not best_single_copies(ast.parse("cheap = min(order, key=lambda c: (joules[c], acc[c]))"))
+    assert not best_single_copies(ast.parse("top = max(range(n), key=lambda i: (score[i], -i))"))
+    assert best_single_copies(ast.parse((REPO / next(iter(RETRAINS))).read_text()))  # the known copy is one
+    assert target_types(ast.parse("class RouterTarget:\n    energy_share: float | None = None\n"))
+    copies = rule_copies(ast.parse("ok = share <= target.value\nword = 'inconclusive'\n"
+                                   "def best_single(a, j):\n    return 0\n"))
+    assert len(copies) == 3, copies
+    assert not rule_copies(ast.parse("ok = verdict in ('above', 'non-inferior')\nwords = {'inferior': 'loss'}\n"))
