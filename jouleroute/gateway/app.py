@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from jouleroute.gateway.auth import bearer_key
 from jouleroute.gateway.capture import capture_record
+from jouleroute.gateway.config import AUTO_MODEL
 from jouleroute.gateway.limits import retry_after
 from jouleroute.gateway.protocol import (WEIGHT_HEADER, GatewayError, Kind, ParsedRequest, Receipt, parse_request,
                                          parse_weight, request_schema, sse)
@@ -158,6 +159,8 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
             header = http.headers.get(WEIGHT_HEADER)
             header_weight = parse_weight(header, "the X-Energy-Weight header") if header is not None else None
             gw.check_prompt(visit.parsed)
+            if gw.drift is not None and visit.parsed.model == AUTO_MODEL:  # off the request's path: a queue
+                gw.drift.observe(visit.parsed.route_text, visit.parsed.task)
             order, visit.receipt = await gw.route(visit.parsed, header_weight)
             if visit.parsed.stream:
                 stream = await gw.open_stream(visit.parsed, order, visit.receipt)

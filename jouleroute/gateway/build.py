@@ -328,6 +328,8 @@ def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None, reuse
         gateway = _serve_router(parts, None)
     attach_measured(gateway)
     gateway.version = policy_version(p, cfg, root, record)
+    if cfg.drift.enabled:  # built anew with the policy: a promotion may bring other training queries
+        gateway.drift = drift_monitor(p, cfg, root, gateway.metrics.registry)
     if reuse is not None and reuse.capture is not None:  # the same capture goes on, its gauges on the new /metrics
         gateway.capture = reuse.capture
         reuse.capture.register_gauges(gateway.metrics.registry)
@@ -338,6 +340,21 @@ def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None, reuse
         gateway.capture = Capture(cfg.capture, folder if folder.is_absolute() else root / folder,
                                   gateway.metrics.registry)
     return gateway
+
+
+def drift_monitor(p: Params, cfg: GatewayConfig, root: Path, registry):
+    """The drift monitor over the training queries' prompts, embedded as the routers embed them (gateway/drift.py)."""
+    import pandas as pd
+
+    from jouleroute.gateway.drift import DriftMonitor
+    from jouleroute.routing.baselines.embeddings import build_embedder
+
+    queries = pd.read_parquet(p.paths.resolve("queries", root))
+    train = queries[queries["split"] == "train"]
+    embedding = p.baselines.embedding
+    if embedding.cache_dir is not None and not Path(embedding.cache_dir).is_absolute():
+        embedding = embedding.model_copy(update={"cache_dir": str(root / embedding.cache_dir)})
+    return DriftMonitor(build_embedder(embedding), list(train["question"]), list(train["task"]), cfg.drift, registry)
 
 
 def policy_version(p: Params, cfg: GatewayConfig, root: Path, record: dict | None) -> str:

@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from jouleroute.pool import ServedEnergy
 from jouleroute.routing.families import learned_families
 from jouleroute.gateway.capture import CaptureConfig
+from jouleroute.gateway.drift import DriftConfig
 from jouleroute.strict import StrictModel
 
 AUTO_MODEL = "jouleroute-auto"
@@ -131,5 +132,6 @@ class GatewayConfig(StrictModel):
     limits: LimitsConfig = LimitsConfig()
     log_prompts: bool = False  # the access log never holds prompt text unless this is on
     capture: CaptureConfig = CaptureConfig()  # what is served, kept for the next tournament (off: no folder)
+    drift: DriftConfig = DriftConfig()  # is the traffic still like the training queries? (/metrics)
     # a promoted policy is picked up without a restart: SIGHUP always; > 0: champion.json checked every this many s
     reload_poll_s: float = Field(default=0.0, ge=0)

@@ -16,6 +16,7 @@ import asyncio
 import hashlib
 import logging
 import signal
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -33,6 +34,7 @@ class LiveGateway:
         self._seen = self._fingerprint()
         self._task: asyncio.Task | None = None
         self.loop: asyncio.AbstractEventLoop | None = None  # the app's, once started
+        self.swapped_at: float | None = None
 
     def start(self) -> None:
         """Listen for SIGHUP and start the file watch (in the running event loop; a no-op off the main thread)."""
@@ -57,6 +59,7 @@ class LiveGateway:
                 outcome = {"why": why, "from": old.version, "to": None, "error": str(error)}
             else:
                 self.current = new
+                self.swapped_at = time.monotonic()  # a request that arrives later is answered by ``new``
                 self._retired.append(old)
                 logger.info("reload (%s): serving %s (was %s)", why, new.version, old.version)
                 outcome = {"why": why, "from": old.version, "to": new.version, "error": None}

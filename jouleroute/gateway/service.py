@@ -49,6 +49,7 @@ class Gateway:
                         if router is not None else None)
         self.capture = None  # gateway/capture.Capture when gateway.capture.folder is set (gateway/build.py)
         self.version = "unversioned"  # the served policy's version, on every response (X-Jouleroute-Policy-Version)
+        self.drift = None  # gateway/drift.DriftMonitor when gateway.drift.enabled (gateway/build.py)
 
     @property
     def policy(self) -> str | None:

@@ -1,0 +1,41 @@
+"""Drift (gateway/drift.py): traffic like the training queries drifts at about 1 − quantile; traffic of a new
+kind drifts; the task mix of recent traffic stands beside the training mix; a full queue skips and counts."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from jouleroute.gateway.drift import DriftConfig, DriftMonitor
+from jouleroute.routing.baselines.embeddings import HashingEmbedder
+
+WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "peach", "mango", "grape"]
+
+
+def _fruit(i: int) -> str:
+    return f"how many {WORDS[i % 10]} and {WORDS[(i * 3) % 10]} does a {WORDS[(i * 7) % 10]} basket hold {i % 5}"
+
+
+def test_new_traffic_drifts_and_training_like_traffic_mostly_does_not():
+    train = [_fruit(i) for i in range(200)]
+    registry = CollectorRegistry()
+    monitor = DriftMonitor(HashingEmbedder(), train, ["fruit"] * 200, DriftConfig(window=100), registry)
+    for i in range(100):
+        monitor.observe(_fruit(i + 1000), "fruit")
+    monitor.wait_idle()
+    like = monitor.share()
+    for i in range(100):
+        monitor.observe(f"prove that the integral of x to the power {i} over the unit interval converges", "math")
+    monitor.wait_idle()
+    assert like <= 0.2 and monitor.share() == 1.0  # the window holds only the new traffic now
+    text = generate_latest(registry).decode()
+    assert "jouleroute_gateway_drift_share 1.0" in text
+    assert 'jouleroute_gateway_task_share{source="recent",task="math"} 1.0' in text
+    assert 'jouleroute_gateway_task_share{source="training",task="fruit"} 1.0' in text
+
+
+def test_a_full_queue_skips_and_counts_without_blocking():
+    monitor = DriftMonitor(HashingEmbedder(), [_fruit(i) for i in range(20)], ["fruit"] * 20,
+                           DriftConfig(queue_size=1))
+    for i in range(500):
+        monitor.observe(_fruit(i), "fruit")
+    assert monitor.skipped > 0
