@@ -23,7 +23,8 @@ from jouleroute.evaluation.router_champion import choose_policy
 from jouleroute.evaluation.outcomes import ProfileMatrix
 from jouleroute.evaluation.overhead import stable_overhead
 from jouleroute.evaluation.val_contest import val_queries
-from jouleroute.policy.choose import CASCADE, ROUTE, SINGLE, PolicyOutcomes
+from jouleroute.policy.choose import CASCADE, PolicyOutcomes
+from jouleroute.policy.kinds import describe
 from jouleroute.policy.route import ContenderSweep, choose_deployed
 from jouleroute.policy.singles import best_column
 from jouleroute.policy.target import Target, effective_target
@@ -65,8 +66,7 @@ def decide_deployment(setup: EvaluateSetup, contest: Contest, selection: dict) -
             singles.get("stability", {}).pop("reference_single", None)
         singles["reference_single"] = {"candidate": alone["name"], "accuracy": alone["accuracy"],
                                        "j_per_query": alone["j_per_query"]}
-    served = {ROUTE: f"{champion.name} at λ={choice['lam']:.4g}", SINGLE: f"always {decision['single']}",
-              CASCADE: f"the cascade {decision['deployed']['name']}"}[decision["policy"]]
+    served = describe(decision["deployed"])  # policy/kinds.py: each kind's own phrase
     logger.info("deployed on selection data: %s (router champion %s at λ=%g on %d queries, %s: %s; the single model "
                 "the target picks alone: %s)", served, champion.name, choice["lam"], len(champion.query_ids),
                 champion.data, "meets the target" if choice["met_on_selection"] else choice["reason"],

@@ -29,6 +29,7 @@ from jouleroute.gateway.measured import MeasuredEnergy
 from jouleroute.gateway.remote import RemoteUpstream
 from jouleroute.gateway.upstreams import InProcessUpstream, Upstream
 from jouleroute.paths import PathsConfig
+from jouleroute.policy.choose import CASCADE, ROUTE, SINGLE
 from jouleroute.policy.kinds import deployed_policy, describe
 from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.routing.baselines.config import BaselinesConfig
@@ -403,7 +404,7 @@ def _serve_cascade(parts: _Parts, record: dict | None) -> Gateway:
     return cascade_gateway(parts.cfg, parts.root, parts.upstreams(), parts.keys, parts.lock, chain_file)
 
 
-SERVE = {"route": _serve_router, "single": _serve_router, "cascade": _serve_cascade}  # one entry per policy kind
+SERVE = {ROUTE: _serve_router, SINGLE: _serve_router, CASCADE: _serve_cascade}  # one entry per policy kind
 
 
 def deployed_record(p: Params, cfg: GatewayConfig, root: Path, target_asked: bool = False) -> dict | None:
