@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from jouleroute.evaluation.contest import Contest, EvaluateSetup, unmetered_scores
-from jouleroute.policy.choose import SINGLE
+from jouleroute.policy.choose import CASCADE, SINGLE
 from jouleroute.evaluation.val_contest import Contender, choose
 from jouleroute.routing.blend import blend_scores
 from jouleroute.routing.scores import Scores
@@ -165,10 +165,12 @@ def champion_artifact(setup: EvaluateSetup, contest: Contest, selection: dict, d
         if key != "lm":
             saved[key] = router
     record["query_energy"] = with_energy  # the parts that decide with per-query energy
-    decisions = None
-    if test_scores is not None:
+    decisions = None  # what the gateway must reproduce on test: the route's choices, or the single model's
+    if test_scores is not None and deployment["policy"] != CASCADE:  # a cascade's calls are its chain's, no choice
         chosen = test_scores.decide(lam)
-        decisions = pd.DataFrame({"query_id": chosen.query_ids, "candidate_id": chosen.candidate_ids})
+        picks = ([deployment["single"]] * len(chosen.query_ids) if deployment["policy"] == SINGLE
+                 else chosen.candidate_ids)
+        decisions = pd.DataFrame({"query_id": chosen.query_ids, "candidate_id": picks})
     return record, saved, decisions
 
 

@@ -58,7 +58,7 @@ def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
                 "scored here (report.json's `selection`)."]
     test, singles, sweep = block["test"], block["singles"], block["selection_sweep"]
     best, ref = singles["best_single"], singles["reference_single"]
-    stab = {**singles.get("stability", {}), **block.get("stability", {})}
+    stab = {**singles.get("stability", {}), **block.get("stability", {}), **(block.get("kind_stability") or {})}
     stable = lambda key: (f" (same choice in {_pct(stab[key])} of {stab['samples']} resamples)"  # noqa: E731
                           if key in stab else "")
     spread = stab.get("lam_interval")

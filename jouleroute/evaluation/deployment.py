@@ -107,7 +107,8 @@ def cascade_contenders(setup: EvaluateSetup, contest: Contest, everything: Profi
                            list(m.query_ids), oof.correct, oof.energy_j, everything.correct[:, column],
                            everything.energy_j[:, column],
                            {"stages": [list(st) for st in chain.stages], "max_output_tokens": chain.max_output_tokens,
-                            "chains_out_of_fold": oof.chains, "selection": chosen.selection})]
+                            "chains_out_of_fold": oof.chains,
+                            "selection": {k: v for k, v in chosen.selection.items() if k != "search_seconds"}})]
 
 
 def deployment_contenders(setup: EvaluateSetup, contest: Contest, selection: dict, everything: ProfileMatrix,

@@ -93,7 +93,34 @@ def choose_across_kinds(target: Target, kinds: Sequence[PolicyOutcomes], m, tole
             "reason_across_kinds": (met.reason if deployed == best else alone_met.reason),
             "single_on_selection": None if alone is None else _brief(kinds[alone], figures[alone]),
             "routing_on_selection": evidence,
-            "kinds": [_brief(p, f) | {"admissible": a} for p, f, a in zip(kinds, figures, admissible)]}
+            "kinds": [_brief(p, f) | {"admissible": a} for p, f, a in zip(kinds, figures, admissible)],
+            "kind_stability": _stability(target, kinds, m, tolerance, admissible, best, STABILITY_SAMPLES, seed)}
+
+
+STABILITY_SAMPLES = 200  # resamples of the selection queries for the choice's stability
+
+
+def _stability(target: Target, kinds: Sequence[PolicyOutcomes], m, tolerance: float, admissible: list[bool],
+               chosen: int, samples: int, seed: int) -> dict | None:
+    """The share of bootstrap resamples of the selection queries whose point figures (each policy's admissibility
+    kept) choose the same policy across kinds; a policy scored on other queries (the LM router on val) keeps its
+    figures."""
+    from jouleroute.stats import resample_index
+
+    if samples <= 0 or len(kinds) < 2 or target.kind == "above_best":  # above_best reads intervals, not points
+        return None
+    ids = list(m.query_ids)
+    same = [list(p.query_ids) == ids for p in kinds]
+    full = lambda p: (p.correct.mean(), p.energy.mean(), p.best_correct.mean(), p.best_energy.mean())  # noqa: E731
+    fixed = [full(p) for p in kinds]
+    hits = 0
+    for rows in resample_index(len(ids), samples, seed):
+        points = [(p.correct[rows].mean(), p.energy[rows].mean(), p.best_correct[rows].mean(),
+                   p.best_energy[rows].mean()) if s else f for p, s, f in zip(kinds, same, fixed)]
+        pick = meet_target(target, [a for a, _, _, _ in points], [j / bj for _, j, _, bj in points],
+                           [b for _, _, b, _ in points], tolerance, admissible=admissible)
+        hits += pick.index == chosen
+    return {"policy": hits / samples, "samples": samples}
 
 
 def _figures(p: PolicyOutcomes, margin: float, samples: int, confidence: float, seed: int) -> dict:

@@ -20,7 +20,8 @@ from tests.evaluation.conftest import profile_rows
 from tests.evaluation.test_val_contest import _data, _stage_repo
 
 CHOICES = ("champion", "family", "chosen_by", "lam", "met_on_selection", "singles", "selection_sweep", "stability",
-           "policy", "single", "contenders", "routing_on_selection", "deployed", "kinds", "single_on_selection")
+           "policy", "single", "contenders", "routing_on_selection", "deployed", "kinds", "single_on_selection",
+           "kind_stability")
 
 
 def _evaluate(ctx):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import numpy as np
 
 from jouleroute.backends.serve import create_app as create_upstream_app
 from jouleroute.gateway.app import create_app
@@ -40,6 +41,7 @@ def test_a_cascade_that_beats_every_router_is_deployed_and_served(tmp_path):
     headline = json.loads(ctx.path("headline").read_text())
     assert headline["dep"]["kind"] == "cascade" and "lam" not in headline["dep"]
     assert "the cascade" in (ctx.path("evaluate_dir") / "report.md").read_text()
+    assert not (ctx.path("evaluate_dir") / "champion" / "test_decisions.parquet").exists()  # a chain chooses nothing
 
     servers = {c: LiveServer(create_upstream_app(ScriptedBackend(f"model-{c}", r), f"model-{c}"))
                for c, r in REPLIES.items()}
@@ -59,3 +61,17 @@ def test_a_cascade_that_beats_every_router_is_deployed_and_served(tmp_path):
     finally:
         for s in [*servers.values(), *([gateway_server] if gateway_server else [])]:
             s.stop()
+
+    # shuffling the test outcomes, with a cascade in play, changes no choice across kinds, only the test figures
+    shuffled = profile.copy()
+    rng = np.random.default_rng(0)
+    for candidate in shuffled["candidate_id"].unique():
+        rows = shuffled.index[(shuffled["split"] == "test") & (shuffled["candidate_id"] == candidate)]
+        for column in ("correct", "energy_j", "extracted_answer"):
+            shuffled.loc[rows, column] = rng.permutation(shuffled.loc[rows, column].to_numpy())
+    shuffled.to_parquet(ctx.path("profile"))
+    again = evaluate_stage(ctx).report["deployed"]
+    choices = ("policy", "deployed", "kinds", "single", "single_on_selection", "routing_on_selection", "kind_stability")
+    assert {k: deployed[k] for k in choices} == {k: again[k] for k in choices}
+    assert again["test"]["accuracy"] != deployed["test"]["accuracy"] or \
+        again["test"]["j_per_query"] != deployed["test"]["j_per_query"]
