@@ -224,6 +224,27 @@ def cascade_gateway() -> None:
     print()
 
 
+def capture() -> None:
+    """Capture under load (bench_capture.py, issue 49): its p95 cost, and what a kill -9 loses."""
+    path = RESULTS / "capture.json"
+    if not path.is_file():
+        return
+    data = json.loads(path.read_text())
+    o, d = data["overhead"], data["durability"]
+    print(f"### Capture under load (`results/capture.json`, {data['rate_per_s']:g} requests/s, answers of "
+          f"{data['answer_ms']:g} ms)\n")
+    print(conditions_line(data["conditions"]) + "\n")
+    print("| p95 capture off s | p95 capture on s | on / off (target <= 1.05) | answered off / on "
+          "| kill -9 after s: answered / captured / lost / torn lines | after restart: answered, records, duplicates "
+          "| targets met |")
+    print("|---|---|---|---|---|---|---|")
+    print(f"| {o['p95_off_s']:.4f} | {o['p95_on_s']:.4f} | {o['p95_ratio']:.3f} | {o['answered_off']} / "
+          f"{o['answered_on']} | {data['kill_after_s']:g}: {d['answered_before_kill']} / {d['captured_before_kill']} / "
+          f"{d['lost_at_kill']} / {d['torn_lines']} | {d['answered_after_restart']}, {d['records_final']}, "
+          f"{d['duplicates_final']} | {'yes' if o['met'] and d['met'] else 'no'} |")
+    print()
+
+
 def faults() -> None:
     """One table of every fault measured under load (bench_faults.py, bench_fuzz.py, bench_dask_kill.py)."""
     found = {name: json.loads(path.read_text()) for name in ("faults", "fuzz", "dask_kill")
@@ -378,6 +399,7 @@ def all_tables() -> None:
     for path in sorted(RESULTS.glob("gpu_check*.json")):
         gpu_check(path.name)
     faults()
+    capture()
 
 
 def write_readme(check: bool = False) -> int:
