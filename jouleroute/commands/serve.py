@@ -81,7 +81,7 @@ def serve_command(ctx: StageContext, args) -> None:
     # Keep-alive outlasts clients' and load balancers' usual 5 s idle timeout, so the client closes
     # first and no request goes down a connection the gateway is closing. On SIGTERM, in-flight
     # requests get 30 s to finish.
-    from jouleroute.gateway.build import champion_dir
+    from jouleroute.gateway.router_build import champion_dir
     from jouleroute.gateway.reload import LiveGateway
 
     live = LiveGateway(gateway, rebuild=lambda old: build_gateway(params, ctx.root, cfg, reuse=old, target_asked=asked),

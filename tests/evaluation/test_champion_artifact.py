@@ -14,7 +14,7 @@ import yaml
 
 from jouleroute.config import load_params
 from jouleroute.energy import make_meter
-from jouleroute.gateway.build import build_router
+from jouleroute.gateway.router_build import build_router
 from jouleroute.gateway.config import GatewayConfig
 from jouleroute.gateway.routers import Query
 from jouleroute.routing.baselines.learned import LearnedRouter

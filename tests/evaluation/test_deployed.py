@@ -89,7 +89,7 @@ def test_a_cheap_model_as_good_as_the_best_is_the_reference_and_routing_gains_no
     # counting the router's own metered cost, routing can only cost more than asking the twin directly
     assert test["routing_gain"] >= models["routing_gain"]
     from jouleroute.energy import make_meter
-    from jouleroute.gateway.build import build_router
+    from jouleroute.gateway.router_build import build_router
     from jouleroute.gateway.config import GatewayConfig
     from jouleroute.gateway.routers import Query
 
@@ -124,7 +124,7 @@ def test_complementary_specialists_make_routing_pay_against_the_reference(tmp_pa
     record = json.loads((ctx.path("evaluate_dir") / "champion" / "champion.json").read_text())
     assert record["lam"] == deployed["lam"] and record["lam_chosen_by"] == "iso_accuracy"
     from jouleroute.energy import make_meter
-    from jouleroute.gateway.build import build_router
+    from jouleroute.gateway.router_build import build_router
     from jouleroute.gateway.config import GatewayConfig
 
     served = build_router(ctx.params, GatewayConfig(), ctx.root, make_meter(ctx.params.energy))

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from jouleroute.commands.serve import with_target
 from jouleroute.config import ParamsError
-from jouleroute.gateway.build import build_router, target_lam
+from jouleroute.gateway.router_build import build_router, target_lam
 from jouleroute.gateway.config import GatewayConfig, GatewayRouterConfig
 from jouleroute.paths import PathsConfig
 from jouleroute.policy.meet import choose_lambda, resolve_lambda

@@ -52,7 +52,7 @@ def prior_family(tmp_path, monkeypatch):
 
 def test_the_recipes_family_is_trained_evaluated_a_contender_and_servable(tmp_path, prior_family):
     from jouleroute.energy import make_meter
-    from jouleroute.gateway.build import build_router as gateway_router
+    from jouleroute.gateway.router_build import build_router as gateway_router
     from jouleroute.gateway.config import GatewayConfig
     from jouleroute.stages.evaluate import evaluate_stage
     from tests.evaluation.test_val_contest import _data, _stage_repo

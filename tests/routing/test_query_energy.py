@@ -109,7 +109,7 @@ def test_a_configured_router_with_query_energy_decides_with_it(tmp_path):
     from pydantic import BaseModel
 
     from jouleroute.energy.config import EnergyPolicy
-    from jouleroute.gateway.build import _with_query_energy, fitted_query_energy
+    from jouleroute.gateway.router_build import _with_query_energy, fitted_query_energy
     from jouleroute.paths import PathsConfig
     from jouleroute.routing.baselines.config import BaselinesConfig
 
