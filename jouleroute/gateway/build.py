@@ -1,13 +1,13 @@
 """Build a gateway from params: the deployed policy (or the router its config names: gateway/router_build.py), the
 upstreams and the keys.
 
-With an empty ``gateway`` section this is the embedded default of ``jouleroute serve``: the
-pool's candidates generated in-process (one loaded model per pool model) behind the champion, the
-router the evaluate stage chose on val and saved as fitted, with its λ, in this workspace's
-``evaluate_dir/champion`` (routing/champion.py: any family, loaded, never refitted; checked against the
-MLflow registry's alias ``champion`` when the store has one). Without a champion it is the trained LM
-router of ``paths.grpo_dir/model`` at ``router.lam``. Energy is metered with the ``energy`` section's
-meter. A ``gateway.router`` in the config always wins.
+With an empty ``gateway`` section this is the embedded default of ``jouleroute serve``: the pool's candidates
+generated in-process (one loaded model per pool model) behind the policy the evaluate stage deployed, whatever its
+kind, saved in this workspace's ``evaluate_dir/champion`` (champion.json's ``deployed``; a route's router loaded as
+fitted, never refitted; a cascade's chain file; checked against the MLflow registry's alias ``champion`` when the
+store has one), each kind built through its entry of ``SERVE``. Without a champion it is the trained LM router of
+``paths.grpo_dir/model`` at ``router.lam``. Energy is metered with the ``energy`` section's meter. A
+``gateway.router`` in the config always wins.
 """
 
 from __future__ import annotations
