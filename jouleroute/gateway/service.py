@@ -71,7 +71,9 @@ class Gateway:
                                     "(gateway.limits.max_prompt_tokens)", code="prompt_too_long")
         asked = request.max_tokens_asked if request.max_tokens_asked is not None else request.max_tokens
         if asked is not None and asked > self.cfg.limits.max_output_tokens:
-            raise GatewayError(400, f"max_tokens={asked} exceeds this gateway's limit of "
+            field = next((k for k in ("max_completion_tokens", "max_tokens") if request.body.get(k) == asked),
+                         "max_tokens")  # the one the client sent that is over the limit
+            raise GatewayError(400, f"{field}={asked} exceeds this gateway's limit of "
                                     f"{self.cfg.limits.max_output_tokens} (gateway.limits.max_output_tokens)")
 
     async def route(self, request: ParsedRequest, header_weight: float | None) -> tuple[list[str], Receipt]:

@@ -94,6 +94,10 @@ def test_max_tokens_cannot_slip_past_the_limit_beside_max_completion_tokens(room
     response = httpx.post(roomy_gateway + "/v1/completions", headers=AUTH, timeout=30,
                           content=b'{"model": "small", "prompt": "x", "max_completion_tokens": 4, "max_tokens": 99999}')
     assert response.status_code == 400 and "max_output_tokens" in response.json()["error"]["message"]
+    assert response.json()["error"]["message"].startswith("max_tokens=99999 exceeds")  # the field that is over
+    larger = httpx.post(roomy_gateway + "/v1/completions", headers=AUTH, timeout=30,
+                        content=b'{"model": "small", "prompt": "x", "max_completion_tokens": 99999, "max_tokens": 4}')
+    assert larger.status_code == 400 and larger.json()["error"]["message"].startswith("max_completion_tokens=99999")
 
 
 def test_the_openapi_document_names_the_known_tasks_and_the_token_limit(gateway_url):
