@@ -2,8 +2,8 @@
 
 A *policy* is one of three kinds: ``single`` (one model answers every query), ``route`` (a router family at an
 operating point λ) or ``cascade`` (a chain of stages that escalates on disagreement). Whatever the kind, it is
-chosen and scored by the same four rules, which live here and nowhere else (tests/test_architecture.py fails on a
-second copy):
+chosen and scored by the same four rules, which live here and nowhere else (tests/policy/test_rules_once.py fails
+on a second copy):
 
 - ``target``: the one target type (``energy_share``, ``accuracy_floor``, ``iso_accuracy``, ``above_best``);
 - ``singles``: the best single (most accurate, ties to the cheaper) and the single model a target picks alone;

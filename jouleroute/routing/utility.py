@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from jouleroute.best_single import best_single
 from jouleroute.routing.base import Router
 from jouleroute.routing.scores import best_of, normalize_energy_map, oracle_index, utility
 
@@ -110,7 +111,8 @@ def cheapest_correct_label(
     if fallback == "most_accurate_on_task":
         if task_accuracy is None or mean_energy is None:
             raise ValueError("fallback 'most_accurate_on_task' needs task_accuracy and mean_energy")
-        return max(candidates, key=lambda c: (task_accuracy.get(c, 0.0), -mean_energy[c], -candidates.index(c)))
+        return candidates[best_single([task_accuracy.get(c, 0.0) for c in candidates],
+                                      [mean_energy[c] for c in candidates])]
     raise ValueError(f"unknown fallback '{fallback}'; valid: cheapest, most_accurate_on_task")
 
 
