@@ -1,0 +1,95 @@
+"""Folding the capture (jouleroute/loop/fold.py): records the gateway's own writer wrote become prompts the
+labels reader imports as queries and feedback rows naming those queries; a second fold adds nothing; a segment
+still being written is folded up to its last complete line and the rest folded later."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+
+from jouleroute.benchmarks.config import PromptsFileConfig
+from jouleroute.gateway.capture import FEEDBACK, CaptureConfig, CaptureWriter, capture_record
+from jouleroute.labels.queries import import_prompts, prompt_query_id
+from jouleroute.loop.fold import fold
+
+
+def _served(i: int, keep: bool = True, task: str = "") -> dict:
+    body = {"model": "jouleroute-auto", "messages": [{"role": "system", "content": "be brief"},
+                                                      {"role": "user", "content": f"what is {i} plus {i}?"}]}
+    usage = {"candidate": "tiny-a" if i % 2 else "tiny-b", "energy_j": 1.5, "energy_source": "estimated"}
+    return capture_record(f"req-{i:03d}", body, task, keep, "route:abc", 200, 0.1, usage, f"{2 * i}", None)
+
+
+def _write(folder, records, stream="capture"):
+    writer = CaptureWriter(CaptureConfig(folder=str(folder)), folder)
+    for r in records:
+        assert writer.offer(r, stream)
+    deadline = time.monotonic() + 10
+    while writer.written[stream] < len(records) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    writer.close()
+
+
+def _paths(tmp_path):
+    return tmp_path / "w/data/prompts.jsonl", tmp_path / "w/data/feedback.csv", tmp_path / "w/state.json"
+
+
+def _fold(tmp_path, capture, cfg):
+    return fold(capture, *_paths(tmp_path), cfg)
+
+
+def test_captured_requests_become_queries_and_feedback_names_them(tmp_path):
+    capture = tmp_path / "capture"
+    cfg = PromptsFileConfig(file="w/data/prompts.jsonl", task="user")
+    _write(capture, [_served(i) for i in range(6)] + [_served(9, keep=False)] + [_served(7, task="gsm8k")])
+    _write(capture, [{"request_id": "req-001", "candidate": "tiny-a", "score": 1.0, "created": 1.0},
+                     {"request_id": "req-002", "candidate": None, "score": 0.0, "created": 2.0},
+                     {"request_id": "req-404", "candidate": "tiny-a", "score": 0.5, "created": 3.0}], FEEDBACK)
+    done = _fold(tmp_path, capture, cfg)
+    assert (done.prompts, done.hashed, done.feedback, done.pending_feedback) == (7, 1, 2, 1)
+
+    prompts, feedback, state = _paths(tmp_path)
+    imported = import_prompts(prompts, cfg)
+    assert imported.summary["queries"] == 7 and imported.summary["split_rule"] == "time-ordered"
+    ids = set(imported.table.column("query_id").to_pylist())
+    assert prompt_query_id("gsm8k", "what is 7 plus 7?") in ids  # the request's own task
+    rows = list(csv.DictReader(feedback.open()))
+    assert {(r["query_id"], r["candidate_id"], float(r["score"])) for r in rows} == {
+        (prompt_query_id("user", "what is 1 plus 1?"), "tiny-a", 1.0),
+        (prompt_query_id("user", "what is 2 plus 2?"), "tiny-b", 0.0)}  # the candidate that answered it
+    assert all(r["query_id"] in ids for r in rows)
+    created = [json.loads(l)["created"] for l in prompts.read_text().splitlines()]
+    assert created == sorted(created)  # time-ordered
+
+    before = (prompts.read_bytes(), feedback.read_bytes())
+    again = _fold(tmp_path, capture, cfg)
+    assert (again.prompts, again.feedback, again.segments) == (0, 0, {})
+    assert (prompts.read_bytes(), feedback.read_bytes()) == before  # folding twice adds nothing
+    assert json.loads(state.read_text())["pending_feedback"][0]["request_id"] == "req-404"
+
+
+def test_a_segment_being_written_is_folded_to_its_last_complete_line(tmp_path):
+    capture = tmp_path / "capture"
+    capture.mkdir()
+    cfg = PromptsFileConfig(file="w/data/prompts.jsonl")
+    segment = capture / "capture-20260101T000000000000-1.jsonl"
+    lines = [json.dumps(_served(i)) for i in range(3)]
+    segment.write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][:25])  # the third still being written
+    assert _fold(tmp_path, capture, cfg).prompts == 2
+    with segment.open("a") as handle:
+        handle.write(lines[2][25:] + "\n" + json.dumps(_served(3)) + "\n")
+    done = _fold(tmp_path, capture, cfg)
+    assert done.prompts == 2 and done.unreadable == 0 and done.duplicates == 0
+    assert len(_paths(tmp_path)[0].read_text().splitlines()) == 4
+
+
+def test_a_fold_killed_before_its_state_was_written_folds_nothing_twice(tmp_path):
+    capture = tmp_path / "capture"
+    cfg = PromptsFileConfig(file="w/data/prompts.jsonl")
+    _write(capture, [_served(i) for i in range(3)])
+    _write(capture, [{"request_id": "req-001", "candidate": "tiny-a", "score": 1.0, "created": 1.0}], FEEDBACK)
+    _fold(tmp_path, capture, cfg)
+    _paths(tmp_path)[2].unlink()  # as if killed between writing the data and the state
+    done = _fold(tmp_path, capture, cfg)
+    assert (done.prompts, done.feedback, done.duplicates) == (0, 0, 4)
