@@ -6,8 +6,8 @@ draws the queries with replacement (``rng.integers(0, Q, size=(samples, Q))`` fr
 accuracy and J/query on it, and from those each family's AIQ exactly as ``run.evaluate_outcomes``
 does (the singles' frontier plus the family's points, over the singles' cost range). The decisions
 are the ones made at each λ of the sweep; only the queries are resampled. The interval is the
-percentile interval of ``AIQ(reference) − AIQ(family)``. A difference whose interval contains 0 is a
-``tie``; otherwise a ``win`` (reference ahead) or a ``loss``.
+percentile interval of ``AIQ(reference) − AIQ(family)``; its verdict is ``compare.difference_verdict``'s (``tie``
+when the interval holds 0, else ``win``, the reference ahead, or ``loss``).
 """
 
 from __future__ import annotations
@@ -17,19 +17,14 @@ from typing import Mapping
 import numpy as np
 
 from jouleroute.evaluation.frontier import aiq
+from jouleroute.policy.compare import difference_verdict
 from jouleroute.stats import percentile_interval, resample_counts
-
-TIE, WIN, LOSS = "tie", "win", "loss"
 
 
 def family_aiq(single_acc: np.ndarray, single_j: np.ndarray, acc: np.ndarray, j: np.ndarray) -> float:
     """A family's AIQ: the singles' frontier plus the family's points, over the singles' cost range."""
     return aiq(np.concatenate([single_j, j]), np.concatenate([single_acc, acc]),
                (float(single_j.min()), float(single_j.max())))
-
-
-def verdict(low: float, high: float) -> str:
-    return TIE if low <= 0.0 <= high else WIN if low > 0.0 else LOSS
 
 
 def paired_aiq_difference(singles_correct: np.ndarray, singles_energy: np.ndarray,
@@ -76,6 +71,6 @@ def paired_aiq_difference(singles_correct: np.ndarray, singles_energy: np.ndarra
         diff = ref - other
         low, high = percentile_interval(diff[1:], confidence)
         out[name] = {"aiq": float(other[0]), "reference_aiq": float(ref[0]), "difference": float(diff[0]),
-                     "ci_low": low, "ci_high": high, "verdict": verdict(low, high)}
+                     "ci_low": low, "ci_high": high, "verdict": difference_verdict([low, high])}
     return {"reference": reference, "samples": samples, "confidence": confidence, "seed": seed,
             "n_queries": n, "families": out}

@@ -23,11 +23,11 @@ import numpy as np
 from jouleroute.cascade.chain import Chain, simulate
 from jouleroute.cascade.matrix import CascadeMatrix
 from jouleroute.cascade.search import ChainSpace, pareto, search
-from jouleroute.policy.compare import accuracy_intervals, compare, lower_ends
+from jouleroute.policy.compare import accuracy_intervals, compare, lower_ends, share_interval
 from jouleroute.policy.meet import meet_target
 from jouleroute.policy.singles import best_column
 from jouleroute.policy.target import Target
-from jouleroute.stats import CONFIDENCE, SAMPLES, SEED, percentile_interval, resample_index
+from jouleroute.stats import CONFIDENCE, SAMPLES, SEED, paired_mean_ci
 
 _EPS = 1e-12
 DECISION_TARGET = Target(energy_share=1.0)
@@ -94,9 +94,8 @@ def crossfit_targets(m: CascadeMatrix, targets: dict[str, Target], folds: int, t
     n = len(m.query_ids)
     if folds < 2 or n < 2 * folds:
         return {}
-    index = resample_index(n, samples, seed) if samples > 0 else None
     out = crossfit_outcomes(m, targets, folds, tolerance, samples, confidence, seed, max_stage_size)
-    return {name: _pooled_figures(o, folds, index, confidence) for name, o in out.items()}
+    return {name: _pooled_figures(o, folds, samples, confidence, seed) for name, o in out.items()}
 
 
 @dataclass
@@ -132,16 +131,16 @@ def crossfit_outcomes(m: CascadeMatrix, targets: dict[str, Target], folds: int, 
     return out
 
 
-def _pooled_figures(o: OutOfFold, folds: int, index: np.ndarray | None, confidence: float) -> dict:
-    """The pooled out-of-fold figures: a ratio of sums for the energy share (folds differ in size)."""
+def _pooled_figures(o: OutOfFold, folds: int, samples: int, confidence: float, seed: int) -> dict:
+    """The pooled out-of-fold figures: a ratio of sums for the energy share (folds differ in size); their intervals
+    over the one resampling of the queries (``stats.resample_index`` with ``seed``), paired with the best single."""
     diff = o.correct - o.best_correct
     out = {"folds": folds, "n_queries": int(diff.size), "accuracy_diff_vs_best": float(diff.mean()),
            "energy_share_of_best": float(o.energy_j.sum() / o.best_energy_j.sum()),
            "chains": dict(Counter(o.chains).most_common())}
-    if index is not None:
-        out["accuracy_diff_vs_best_ci"] = percentile_interval(diff[index].mean(axis=1), confidence)
-        out["energy_share_of_best_ci"] = percentile_interval(o.energy_j[index].sum(axis=1) /
-                                                             o.best_energy_j[index].sum(axis=1), confidence)
+    if samples > 0:
+        out["accuracy_diff_vs_best_ci"] = paired_mean_ci(diff, samples, seed, confidence)
+        out["energy_share_of_best_ci"] = share_interval(o.energy_j, o.best_energy_j, samples, confidence, seed)
     return out
 
 

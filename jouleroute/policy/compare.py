@@ -11,7 +11,9 @@ with each other too) gives every figure its percentile interval:
 The verdict words, the only ones jouleroute uses for an accuracy difference (``accuracy_verdict``): ``above``
 (the interval lies above 0), ``non-inferior`` (its lower end is above −margin), ``inferior`` (its upper end is
 below −margin), ``inconclusive`` (it straddles −margin), ``untested`` (no resamples). For the energy ratio
-(``energy_verdict``): ``cheaper`` (the interval lies below 1), ``dearer`` (above 1), ``tie``, ``untested``.
+(``energy_verdict``): ``cheaper`` (the interval lies below 1), ``dearer`` (above 1), ``tie``, ``untested``. For a
+difference where either side may lead, reference − other (``difference_verdict``, the AIQ comparison of router
+families, ``evaluation.bootstrap``): ``win`` (the interval lies above 0), ``loss`` (below 0), ``tie`` (it holds 0).
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ def energy_verdict(ci: list[float] | None) -> str:
     if ci is None:
         return "untested"
     return "cheaper" if ci[1] < 1 else "dearer" if ci[0] > 1 else "tie"
+
+
+def difference_verdict(ci: list[float] | None) -> str:
+    """The verdict of a reference − other difference (module doc)."""
+    if ci is None:
+        return "untested"
+    return "tie" if ci[0] <= 0.0 <= ci[1] else "win" if ci[0] > 0.0 else "loss"
 
 
 def compare(correct, energy, ref_correct, ref_energy, margin: float, samples: int, confidence: float,
@@ -71,6 +80,16 @@ def accuracy_intervals(correct: np.ndarray, ref_correct: np.ndarray, samples: in
     diff = np.asarray(correct, dtype=float) - np.asarray(ref_correct, dtype=float)[:, None]
     index = resample_index(len(diff), samples, seed)  # one column at a time: [samples, queries] each
     return [percentile_interval(diff[:, k][index].mean(axis=1), confidence) for k in range(diff.shape[1])]
+
+
+def share_interval(energy, ref_energy, samples: int, confidence: float, seed: int) -> list[float] | None:
+    """The paired interval of sum(``energy``) / sum(``ref_energy``) over the same resamples as ``compare`` (``None``
+    without resamples): a share pooled over queries scored out of fold, whose folds differ in size."""
+    if samples <= 0:
+        return None
+    index = resample_index(len(energy), samples, seed)
+    return percentile_interval(np.asarray(energy)[index].sum(axis=1) / np.asarray(ref_energy)[index].sum(axis=1),
+                               confidence)
 
 
 def lower_ends(intervals: list[list[float] | None]) -> list[float | None]:

@@ -12,8 +12,21 @@ SOURCES = [p for folder in ("jouleroute", "scripts", "experiments", "benchmarks"
            for p in sorted((REPO / folder).rglob("*.py"))]
 POLICY = REPO / "jouleroute/policy"
 VERDICT_WORDS = {"non-inferior", "inferior", "inconclusive"}
+# every word of policy/compare.py's verdicts, and the words of the copies it replaced: two of them spelt together
+# make a verdict-word set
+ALL_VERDICT_WORDS = VERDICT_WORDS | {"above", "untested", "cheaper", "dearer", "tie", "win", "loss", "better", "worse"}
 RULE_NAMES = {"choose_lambda", "meet_target", "pick_singles", "best_single", "best_column", "single_for_target",
-              "accuracy_verdict", "energy_verdict", "compare"}
+              "accuracy_verdict", "energy_verdict", "difference_verdict", "verdict", "compare", "share_interval"}
+COMPARE = REPO / "jouleroute/policy/compare.py"
+RESAMPLING = {COMPARE, REPO / "jouleroute/stats.py"}
+# Known verdict-word sets outside policy/compare.py, in files this check's change did not own; each is still one
+# (test_the_checks_catch_the_copies_they_replaced), so the list shrinks when one is fixed.
+OTHER_WORDS = {
+    # maps accuracy_verdict at margin 0 onto win/loss/tie: compare.difference_verdict gives the same words
+    "experiments/cascade_verifier/compare.py",
+    # tie/better/worse for a paired difference: compare.difference_verdict's words would change its result files
+    "experiments/router_levers.py",
+}
 TARGET_FIELDS = {"energy_share", "accuracy_floor", "iso_accuracy", "above_best"}
 
 
@@ -55,9 +68,8 @@ def target_types(tree: ast.AST) -> list[int]:
         s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}]
 
 
-def rule_copies(tree: ast.AST) -> list[str]:
-    """Comparisons with a target's value, the layer's rules defined again, verdict words spelt other than to read
-    one (a side of a comparison, its tuple's items, or a dict key)."""
+def _reading(tree: ast.AST) -> set[int]:
+    """The constants that read a word rather than write one: a side of a comparison, its tuple's items, a dict key."""
     reading = set()
     for n in ast.walk(tree):
         if isinstance(n, ast.Compare):
@@ -67,6 +79,13 @@ def rule_copies(tree: ast.AST) -> list[str]:
                     reading |= {id(e) for e in side.elts}
         if isinstance(n, ast.Dict):
             reading |= {id(k) for k in n.keys if k is not None}
+    return reading
+
+
+def rule_copies(tree: ast.AST) -> list[str]:
+    """Comparisons with a target's value, the layer's rules defined again, verdict words spelt other than to read
+    one (``_reading``)."""
+    reading = _reading(tree)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and any(
@@ -78,6 +97,32 @@ def rule_copies(tree: ast.AST) -> list[str]:
         if isinstance(node, ast.Constant) and node.value in VERDICT_WORDS and id(node) not in reading:
             found.append(f"{node.lineno}: spells the verdict {node.value!r}")
     return found
+
+
+def verdict_word_sets(tree: ast.AST) -> list[str]:
+    """Functions and module-level statements that write two verdict words or more (``ALL_VERDICT_WORDS``): a set of
+    verdict words of their own, as evaluation/bootstrap.py's win/loss/tie was."""
+    reading = _reading(tree)
+    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+    scopes += [s for s in getattr(tree, "body", []) if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                          ast.ClassDef))]
+    found = []
+    for scope in scopes:
+        words = {n.value for n in ast.walk(scope) if isinstance(n, ast.Constant) and n.value in ALL_VERDICT_WORDS
+                 and id(n) not in reading}
+        if len(words) > 1:
+            found.append(f"{scope.lineno}: writes {sorted(words)}")
+    return found
+
+
+def hand_rolled_intervals(tree: ast.AST) -> list[int]:
+    """Lines of a percentile interval over means or sums of resampled rows written out (``x[index].mean(axis=1)``):
+    a bootstrap that policy/compare.py (or stats.paired_mean_ci) already draws, as cascade_choice's pooled
+    out-of-fold figures did."""
+    return [call.lineno for call in ast.walk(tree) if isinstance(call, ast.Call) and (
+        getattr(call.func, "id", None) or getattr(call.func, "attr", None)) == "percentile_interval" and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("mean", "sum") and
+        isinstance(n.func.value, ast.Subscript) for arg in call.args for n in ast.walk(arg))]
 
 
 def test_the_best_single_rule_is_written_once():
@@ -98,6 +143,19 @@ def test_meeting_a_target_and_the_verdicts_are_written_once():
     assert not found, "a rule of jouleroute/policy written again:\n" + "\n".join(found)
 
 
+def test_one_set_of_verdict_words():
+    found = [f"{path.relative_to(REPO)}:{what}" for path, tree in _trees()
+             if path != COMPARE and str(path.relative_to(REPO)) not in OTHER_WORDS for what in verdict_word_sets(tree)]
+    assert not found, "verdict words outside jouleroute/policy/compare.py:\n" + "\n".join(found)
+
+
+def test_the_paired_bootstrap_is_drawn_in_one_place():
+    found = [f"{path.relative_to(REPO)}:{line}" for path, tree in _trees() if path not in RESAMPLING
+             for line in hand_rolled_intervals(tree)]
+    assert not found, ("a bootstrap interval written out: call policy/compare.py (compare, accuracy_intervals, "
+                       "share_interval) or stats.paired_mean_ci:\n" + "\n".join(found))
+
+
 def test_the_checks_catch_the_copies_they_replaced():
     """Each detector flags the old copies (so none of the checks above passes by finding nothing to look at), and
     reading a verdict is not writing one."""
@@ -112,3 +170,11 @@ def test_the_checks_catch_the_copies_they_replaced():
                                    "def best_single(a, j):\n    return 0\n"))
     assert len(copies) == 3, copies
     assert not rule_copies(ast.parse("ok = verdict in ('above', 'non-inferior')\nwords = {'inferior': 'loss'}\n"))
+    assert verdict_word_sets(ast.parse('TIE, WIN, LOSS = "tie", "win", "loss"\n'))  # evaluation/bootstrap.py's
+    assert verdict_word_sets(ast.parse("def v(lo, hi):\n    return 'tie' if lo <= 0 <= hi else 'loss'"))
+    assert not verdict_word_sets(ast.parse("say = {'win': 'wins', 'loss': 'loses'}[row['verdict']]\n"))
+    assert all(verdict_word_sets(ast.parse((REPO / known).read_text())) for known in OTHER_WORDS)
+    pooled = ("ci = percentile_interval(diff[index].mean(axis=1), confidence)\n"  # cascade_choice's pooled figures
+              "share = percentile_interval(e[index].sum(axis=1) / ref[index].sum(axis=1), confidence)\n")
+    assert len(hand_rolled_intervals(ast.parse(pooled))) == 2
+    assert not hand_rolled_intervals(ast.parse("ci = percentile_interval(diff[1:], confidence)\n"))
