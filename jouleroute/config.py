@@ -13,6 +13,7 @@ from jouleroute.benchmarks.config import PrepareConfig
 from jouleroute.energy.config import EnergyConfig, EnergyPolicy
 from jouleroute.evaluation.config import EvaluateConfig
 from jouleroute.gateway.config import GatewayConfig
+from jouleroute.labels.config import LabelsConfig
 from jouleroute.paths import PathsConfig
 from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.replay.config import ImportConfig, PublicPoolConfig, ReplayConfig
@@ -41,6 +42,7 @@ class Params(StrictModel):
     energy: EnergyConfig = Field(default_factory=EnergyConfig)  # the meter
     energy_policy: EnergyPolicy = Field(default_factory=EnergyPolicy)  # how every later stage compares joules
     tournament: TournamentConfig = Field(default_factory=TournamentConfig)
+    labels: LabelsConfig = Field(default_factory=LabelsConfig)  # stage `labels`: gold, a reference, a vote, feedback
     validate_: ValidateConfig = Field(default_factory=ValidateConfig, alias="validate")
     router_data: RouterDataConfig = Field(default_factory=RouterDataConfig)
     sft: SftConfig = Field(default_factory=SftConfig)
@@ -106,6 +108,15 @@ class Params(StrictModel):
             raise ValueError(f"tournament.train_fraction: {share:g} leaves train queries without an outcome, which "
                              f"grpo.reward_source '{self.grpo.reward_source}' cannot answer; use grpo.reward_source: "
                              "live (it runs them) or tournament.train_fraction: 1")
+        return self
+
+    @model_validator(mode="after")
+    def _live_rollouts_grade_on_gold(self) -> "Params":
+        """Live rollouts (grpo/budget) grade a new answer against the gold answer: labels without gold need the
+        profile's own labelled pairs instead."""
+        if self.labels.source != "gold" and self.grpo.reward_source == "live":
+            raise ValueError(f"grpo.reward_source: 'live' grades new answers against gold answers, but labels.source "
+                             f"is {self.labels.source!r}: use grpo.reward_source: profile (the labelled pairs)")
         return self
 
     @model_validator(mode="after")

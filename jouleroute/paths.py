@@ -33,6 +33,10 @@ class PathsConfig(StrictModel):
     live_pairs_dir: str = artifact("cache", "live_pairs")
     profile: str = artifact("tournament", "profile.parquet")
     profile_meta: str = artifact("tournament", "run.json")
+    # stage `labels`: the profile every later stage trains on, each row's `correct` from labels.source (gold, a
+    # reference, a vote, feedback) with its `label_source`; unlabelled queries left out (counted in summary.json)
+    labels_dir: str = artifact("labels")
+    labelled_profile: str = artifact("labels", "profile.parquet")
     tournament_summary: str = artifact("tournament", "summary.json")
     validation_dir: str = artifact("validate")
     router_data_dir: str = artifact("router_data")

@@ -67,7 +67,7 @@ def render(name: str) -> dict[Path, str]:
     dvc = (REPLAY / "dvc.yaml").read_text()
     where = "studies/replay/dvc.yaml"
     dvc = _replace(dvc[dvc.index("stages:"):], "studies/replay/", f"studies/{name}/", where)  # its params and outputs
-    first_end = dvc.index("\n  validate:")
+    first_end = dvc.index("\n  # Labels:")  # the replay stage ends where the labels stage's comment begins
     stage = (f"stages:\n  outcomes:\n    wdir: ../..\n    cmd: jouleroute --params studies/{name}/params.yaml outcomes\n"
              "    deps:\n      - jouleroute/replay\n      - jouleroute/stages/outcomes.py\n"
              "      - jouleroute/stages/profile_record.py\n      - jouleroute/tournament/summary.py\n"

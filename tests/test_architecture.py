@@ -178,7 +178,9 @@ def test_a_study_runs_at_the_root_and_keeps_its_outputs_in_its_folder(study):
         for out in _from_root(study, stage, stage.outs):
             assert out.startswith(f"{folder}/") or out.startswith("docs/"), (stage.name, out)
     paths = load_params(study.parent / "params.yaml").paths
-    assert paths.profile.startswith(f"{folder}/artifacts/") and paths.embedding_cache == "artifacts/cache/embeddings"
+    # a no-gold preset (scripts/no_gold_studies.py) reads another pipeline's profile: its labels are its own
+    assert paths.labelled_profile.startswith(f"{folder}/artifacts/")
+    assert paths.embedding_cache == "artifacts/cache/embeddings"
     assert paths.data_manifest == "data/manifest.yaml" and paths.models_dir == "artifacts/models"
     assert paths.headline == f"{folder}/metrics.json"
 

@@ -66,6 +66,8 @@ def headline(metrics: dict, reference_lam: float) -> dict:
     elif "lm" in rows:
         out |= {"acc": r(rows["lm"].get("accuracy")), "J": r(rows["lm"].get("j_per_query"))}
     out |= {"oracle": r(rows["oracle"]["accuracy"]), "source": metrics["energy_source"]}
+    labels = metrics.get("labels") or {}
+    out["labels"] = labels.get("source_label")  # which labels trained the policy (gold, reference:<c>, vote)
     # chosen on test: the bound no deployed system reaches by construction (docs/metrics.md)
     out["hindsight_iso"] = iso_headline(metrics.get("iso_accuracy")).get("share")
     return _pruned(out)

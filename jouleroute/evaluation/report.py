@@ -69,6 +69,7 @@ def headline_metrics(report: dict) -> dict:
            if report.get("deployed") else {}),
         **({"selection": report["selection"]} if "selection" in report else {}),
         **({"cascade": cascade_metrics(report["cascade"])} if report.get("cascade") else {}),
+        **({"labels": report["labels"]} if report.get("labels") else {}),
     }
 
 

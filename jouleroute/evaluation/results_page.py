@@ -1,11 +1,12 @@
 """The one results page: report.md, every study page and the embedded default's page render their results here.
 
-In order: the deployed policy (its kind and settings; test accuracy − the best single with CI and verdict, energy
-share with CI, gain over the reference single with CI; how it was chosen on selection data, with every kind's own
-choice beside it: evaluation/deployed_section.py), the frontier plot with every kind's points (singles, oracle,
-router sweeps, the cascade's frontier chains, the deployed policy), the cascades chosen per target, the pool, and
-where the routers land. Pages add their own sections after it (a study's training curves, the embedded default's
-per-task table). It renders and computes nothing: every figure is read from report.json.
+In order: the labels that trained the policy when they are not gold (evaluation/labels_section.py), the deployed
+policy (its kind and settings; test accuracy − the best single with CI and verdict, energy share with CI, gain over
+the reference single with CI; how it was chosen on selection data, with every kind's own choice beside it:
+evaluation/deployed_section.py), the frontier plot with every kind's points (singles, oracle, router sweeps, the
+cascade's frontier chains, the deployed policy), the cascades chosen per target, the pool, and where the routers
+land. Pages add their own sections after it (a study's training curves, the embedded default's per-task table). It
+renders and computes nothing: every figure is read from report.json.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from jouleroute.evaluation.cascade_section import cascade_lines
 from jouleroute.evaluation.deployed_section import deployed_lines
 from jouleroute.evaluation.formatting import fmt as _f
+from jouleroute.evaluation.labels_section import labels_lines
 
 FRONTIER_PLOT = "accuracy_vs_energy.png"  # in the evaluate folder's plots/ (evaluation/report.py draws it)
 
@@ -21,7 +23,7 @@ def results_lines(report: dict, plot: str | None = None) -> list[str]:
     """The page's results (module doc); ``plot``: the frontier plot's path relative to the page, when it has one."""
     view = report["headline_view"]
     source = report["views"][view]["energy_source"]
-    lines = deployed_lines(report.get("deployed"), source)
+    lines = labels_lines(report.get("labels")) + deployed_lines(report.get("deployed"), source)
     if plot:
         lines += ["", f"![Accuracy against J/query on test: every single model, the oracle, each router family's "
                       f"λ sweep, the cascade's frontier chains and the deployed policy]({plot})"]

@@ -246,13 +246,15 @@ def run_evaluate(
     selection: dict | None = None,
     energy: EnergyPolicy = EnergyPolicy(),
     deployment: dict | None = None,
+    labels: dict | None = None,
 ) -> EvaluationResult:
     """Evaluate ``runs`` on split ``cfg.split``; write outputs under ``out_dir``; log into ``run`` (the stage's
     MLflow run, ``tracking.StageRun``) when given. ``run_tags``: the provenance written into the report.
     ``selection``: the champion chosen on val (selection.py), reported beside the test figures.
     ``energy`` (params ``energy_policy``): the energy column compared, and whether sources may mix.
     ``deployment``: the deployed point's choices on selection data (evaluation/deployment.py); ``runs`` then
-    holds its test decisions as the router ``deployed``, scored against the best and the reference single."""
+    holds its test decisions as the router ``deployed``, scored against the best and the reference single.
+    ``labels``: which labels trained the policy and what test was scored on (stages/evaluate.py), reported as is."""
     from jouleroute.evaluation.report import clean, write_outputs  # matplotlib import only when writing
 
     profile = pd.read_parquet(profile) if isinstance(profile, (str, Path)) else profile
@@ -262,6 +264,8 @@ def run_evaluate(
     report["config"] = cfg.model_dump(mode="json")
     report["energy_policy"] = energy.model_dump(mode="json")
     report["provenance"] = dict(run_tags or {})
+    if labels:
+        report["labels"] = clean(labels)
     if selection:
         report["selection"] = clean(selection)
         champion = selection.get("winner", {}).get("family")

@@ -212,7 +212,7 @@ def fitted_query_energy(p: Params, root: Path):
     from jouleroute.routing.baselines.query_energy import QueryEnergyModel
     from jouleroute.routing.registry import candidate_order
 
-    profile = pd.read_parquet(p.paths.resolve("profile", root))
+    profile = pd.read_parquet(p.paths.resolve("labelled_profile", root))  # as evaluate fitted it
     queries = pd.read_parquet(p.paths.resolve("queries", root))
     embedding = p.baselines.embedding.model_copy(update={"cache_dir": None})
     model = QueryEnergyModel(candidate_order(profile, p.candidate_ids, p.profile_source), build_embedder(embedding),
@@ -229,7 +229,7 @@ def fitted_baseline(p: Params, kind: str, root: Path, meter: Meter):
 
     from jouleroute.routing.registry import build_router as build_baseline, candidate_order, sample_train
 
-    profile = pd.read_parquet(p.paths.resolve("profile", root))
+    profile = pd.read_parquet(p.paths.resolve("labelled_profile", root))  # as evaluate fitted it
     queries = pd.read_parquet(p.paths.resolve("queries", root))
     candidates = candidate_order(profile, p.candidate_ids, p.profile_source)  # as evaluate orders them
     baselines = p.baselines.model_copy(update={"embedding": p.baselines.embedding.model_copy(

@@ -42,7 +42,8 @@ def apply_labels(profile: pd.DataFrame, cfg: LabelsConfig, task_free: TaskFreeEx
     out = profile.copy()
     reasons: dict[str, str] = {}
     if cfg.source == GOLD:
-        out["correct"], out["label_source"] = out["correct"].astype(float), GOLD
+        out["correct"] = out["correct"].astype(float)  # a query without gold stays ungraded: no label
+        out["label_source"] = np.where(out["correct"].isna(), None, GOLD)
     else:
         matrix = answer_matrix(profile, task_free)
         if cfg.source == VOTE:

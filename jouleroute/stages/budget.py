@@ -34,7 +34,7 @@ def budget_stage(ctx: StageContext) -> dict:
     if not column:
         raise ValueError(f"{data_dir / 'stats.json'}: field 'energy_column' is missing: rerun router_data")
     # the split's outcomes in the column and norm the labels used (router_data's stats.json, router_spec.json)
-    test = outcome_rows(pd.read_parquet(ctx.path("profile")), pd.read_parquet(ctx.path("queries")),
+    test = outcome_rows(pd.read_parquet(ctx.path("labelled_profile")), pd.read_parquet(ctx.path("queries")),
                      column, spec["lambdas"], spec["candidates"])
     if out_dir.exists():
         shutil.rmtree(out_dir)  # never a stale point: every router here is trained by this run
@@ -77,7 +77,7 @@ def complete_train_tournament(ctx: StageContext, live, column: str, out: Path) -
         executed = set(outcomes.executed)
     finally:
         outcomes.close()
-    profile = pd.read_parquet(ctx.path("profile"))
+    profile = pd.read_parquet(ctx.path("labelled_profile"))
     full = pd.concat([profile, rows[list(profile.columns)]], ignore_index=True)
     run_router_data(full, pd.read_parquet(ctx.path("queries")), ctx.params.router_data, out, ctx.params.energy_policy)
     spent = rows[[(q, c) in executed for q, c in zip(rows["query_id"], rows["candidate_id"])]]

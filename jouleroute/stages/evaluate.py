@@ -51,7 +51,7 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     setup = EvaluateSetup(p, ctx.root, *(ctx.path(name) for name in ("grpo_dir", "sft_dir", "router_data_dir",
                                                                      "evaluate_dir", "embedding_cache")),
                           progress=ctx.progress)
-    profile = pd.read_parquet(ctx.path("profile"))
+    profile, labels = _scoring_profile(ctx)
     queries = _sample_split(pd.read_parquet(ctx.path("queries")), p.evaluate.split, p.evaluate.max_queries,
                             p.evaluate.seed)
     candidates = candidate_order(profile, p.candidate_ids, p.profile_source)
@@ -73,7 +73,7 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
         runs.append(RouterRun(rule, rule, None, router.route(contest.test_queries)))
     logger.info("evaluating %d router runs on %d %s queries", len(runs), len(contest.test_queries), p.evaluate.split)
     result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"), run_tags=ctx.tags("evaluate"),
-                          run=run, selection=selection, energy=p.energy_policy, deployment=deployment)
+                          run=run, selection=selection, energy=p.energy_policy, deployment=deployment, labels=labels)
     write_headline(ctx, result, run)
     folder = ctx.path("evaluate_dir") / "champion"
     if deployment is None:
@@ -95,6 +95,30 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
                             "evaluate_run_id": result.mlflow_run_id})
     logger.info("evaluation written to %s", ctx.path("evaluate_dir"))
     return result
+
+
+def _scoring_profile(ctx: StageContext) -> tuple[pd.DataFrame, dict]:
+    """The labelled profile (selection reads the labels) with its test rows graded on gold where the queries
+    carry it (labels/scoring.py), and the report's account of the labels: which trained the policy, how many
+    queries they left out, their agreement with gold, and what test was scored on."""
+    from jouleroute.labels.scoring import scoring_profile
+
+    profile, scored_on = scoring_profile(pd.read_parquet(ctx.path("labelled_profile")),
+                                         pd.read_parquet(ctx.path("profile")), ctx.params.evaluate.split)
+    summary = json.loads((ctx.path("labels_dir") / "summary.json").read_text())
+    quality = json.loads((ctx.path("labels_dir") / "quality.json").read_text())
+    keep = ("source", "reference", "source_label", "queries", "labelled_queries", "unlabelled_queries", "coverage",
+            "unlabelled_by_reason", "reference_correct_by_definition", "feedback")
+    labels = {k: summary[k] for k in keep if k in summary} | {"test_scored_on": scored_on}
+    if quality.get("measured"):
+        labels["quality"] = {"overall": _figures(quality["overall"]),
+                             "by_task": {t: _figures(q) for t, q in quality["by_task"].items()}}
+    return profile, labels
+
+
+def _figures(quality: dict) -> dict:
+    return {k: quality.get(k) for k in ("rows", "labelled_rows", "precision", "precision_ci", "recall", "recall_ci",
+                                        "agreement", "agreement_ci")}
 
 
 def registry_provenance(ctx: StageContext) -> dict:

@@ -77,7 +77,7 @@ def check_json(path: Path, shown: str, remake: str) -> None:
 def check_verdict(ctx) -> None:
     """The profile passed ``validate``: its report exists, says success, and counts the profile's rows."""
     report_path = ctx.path("validation_dir") / "report.json"
-    profile = ctx.path("profile")
+    profile = ctx.path("labelled_profile")
     shown, report_shown, rerun = _shown(ctx, profile), _shown(ctx, report_path), ctx.repro_hint("validate")
     if not report_path.is_file():
         raise BadInput(f"the profile {shown} has not been validated ({report_shown} is missing): run `{rerun}` "

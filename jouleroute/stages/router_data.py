@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 def router_data_stage(ctx: StageContext) -> dict:
     from jouleroute.training.router_data import run_router_data
 
-    profile = pd.read_parquet(ctx.path("profile"))
+    profile = pd.read_parquet(ctx.path("labelled_profile"))
     queries = pd.read_parquet(ctx.path("queries"))
     stats = run_router_data(profile, queries, ctx.params.router_data, ctx.path("router_data_dir"),
                             ctx.params.energy_policy)

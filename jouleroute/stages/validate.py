@@ -1,8 +1,9 @@
-"""Stage `validate`: check the profile with Great Expectations.
+"""Stage `validate`: check the labelled profile with Great Expectations.
 
-Schema, completeness (every query x candidate once), ranges, correctness in {0,1} (in [0, 1] for an imported profile),
-energy_source labels. Writes report.json and data docs to paths.validation_dir; exits 1
-with a readable summary when an expectation fails, before anything trains on the profile.
+Schema, completeness (every labelled query x candidate once), ranges, correctness in {0,1} (in [0, 1] for an imported
+profile or feedback scores), energy_source labels, label_source labels (one source unless labels.allow_mixed) and
+the labels' coverage (at least labels.min_coverage of the profiled queries). Writes report.json and data docs to
+paths.validation_dir; exits 1 with a readable summary when an expectation fails, before anything trains on it.
 """
 
 from __future__ import annotations
@@ -16,21 +17,25 @@ from jouleroute.stages import StageFailed
 from jouleroute.stages.context import StageContext
 from jouleroute.tracking import energy_label
 from jouleroute.validation import ValidationError, ValidationResult, run_validate
+from jouleroute.validation.config import LabelCheck
 
 logger = logging.getLogger(__name__)
 
 
 def validate_stage(ctx: StageContext) -> ValidationResult:
     tournament = ctx.params.profile_source == "tournament"
+    labels = json.loads((ctx.path("labels_dir") / "summary.json").read_text())
     try:
         result = run_validate(
-            ctx.path("profile"), ctx.path("validation_dir"), ctx.params.validate_,
-            queries_path=ctx.path("queries"), expected_query_ids=_profiled_query_ids(ctx),
+            ctx.path("labelled_profile"), ctx.path("validation_dir"), ctx.params.validate_,
+            queries_path=ctx.path("queries"), expected_query_ids=_labelled_query_ids(ctx, labels),
             # the live pool is known from params; a replayed/imported pool is whatever the import produced
             candidate_ids=ctx.params.candidate_ids if tournament else None,
             power_limit_w=_power_limit_w(ctx) if tournament else None,
             allow_mixed_sources=ctx.params.energy_policy.allow_mixed_sources,
-            fractional_correct=not tournament,  # imported outcomes may carry an expected correctness in [0, 1]
+            # imported outcomes may carry an expected correctness in [0, 1], and so may a user's feedback scores
+            fractional_correct=not tournament or ctx.params.labels.feedback is not None,
+            labels=LabelCheck(ctx.params.labels.allow_mixed, labels["coverage"], ctx.params.labels.min_coverage),
         )
     except ValidationError as err:
         _log_to_mlflow(ctx, err.result)
@@ -60,11 +65,18 @@ def _log_to_mlflow(ctx: StageContext, result: ValidationResult) -> None:
                 run.log_artifact(path)
 
 
-def _profiled_query_ids(ctx: StageContext) -> list[str] | None:
-    """The queries the tournament says it profiled when it ran only some (grpo.reward_source live: SFT's share of
-    the train queries, every val and test query); None: every query of the table."""
+def _labelled_query_ids(ctx: StageContext, labels: dict) -> list[str] | None:
+    """The queries the labelled profile must hold: those the tournament profiled (all of the table, or when it ran
+    only some, grpo.reward_source live, SFT's share of the train queries and every val and test query), less the
+    ones the labels left out (stage labels' summary.json); None: every query of the table."""
     meta_path = ctx.path("profile_meta")
-    return json.loads(meta_path.read_text()).get("profiled_query_ids") if meta_path.exists() else None
+    profiled = json.loads(meta_path.read_text()).get("profiled_query_ids") if meta_path.exists() else None
+    left_out = set(labels.get("unlabelled_query_ids") or ())
+    if not left_out:
+        return profiled
+    if profiled is None:
+        profiled = pd.read_parquet(ctx.path("queries"), columns=["query_id"])["query_id"].tolist()
+    return [q for q in profiled if q not in left_out]
 
 
 def _power_limit_w(ctx: StageContext) -> float | None:

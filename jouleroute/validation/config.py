@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import Field
 
 from jouleroute.strict import StrictModel
@@ -18,3 +20,12 @@ class ValidateConfig(StrictModel):
     # ML.ENERGY reference (Mistral-7B on an H100 at batch 1280: 0.102 J/token); the client's own CPU time for
     # an HTTP call to a served model (0.008 J per answer) falls far below. 0 turns the check off.
     min_j_per_output_token: float = Field(default=0.001, ge=0)
+
+
+@dataclass(frozen=True)
+class LabelCheck:
+    """What validate checks of a labelled profile (params ``labels``; the coverage from the labels stage)."""
+
+    allow_mixed: bool  # labels.allow_mixed: rows may carry several label_source values
+    coverage: float  # labelled queries / profiled queries (stage labels' summary.json)
+    min_coverage: float  # labels.min_coverage

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from jouleroute.validation.config import ValidateConfig
+from jouleroute.validation.config import LabelCheck, ValidateConfig
 from jouleroute.validation.report import FailedCheck, failed_checks, failures_to_json, render_html
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,7 @@ def run_validate(
     allow_mixed_sources: bool = False,
     expected_query_ids: list[str] | None = None,
     fractional_correct: bool = False,
+    labels: LabelCheck | None = None,
 ) -> ValidationResult:
     """Validate the profile at ``profile_path``; write results under ``out_dir``.
 
@@ -95,6 +96,7 @@ def run_validate(
     ``cfg.raise_on_failure`` is False. ``expected_query_ids``: the queries of the table the tournament profiled,
     when it ran only some (``grpo.reward_source: live``; its run.json lists them). ``fractional_correct``: an
     imported profile, whose ``correct`` may be an expected correctness in [0, 1] (a tournament's is 0/1).
+    ``labels``: the profile is labelled (stage ``labels``): its ``label_source`` and coverage are checked too.
     """
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     # Imported here, not at module top: GE takes ~6 s to import and the CLI
@@ -105,8 +107,8 @@ def run_validate(
     # GE forces this module's logger to INFO at import; let it inherit the application's level instead
     logging.getLogger("great_expectations.data_context.types.base").setLevel(logging.NOTSET)
 
-    from jouleroute.validation.suite import (cross_expectations, plausibility_expectations, plausibility_frame,
-                                             profile_expectations)
+    from jouleroute.validation.suite import (coverage_expectations, cross_expectations, label_expectations,
+                                             plausibility_expectations, plausibility_frame, profile_expectations)
 
     profile_path, out_dir = Path(profile_path), Path(out_dir)
     profile = _read_parquet(profile_path, "profile")
@@ -143,7 +145,11 @@ def run_validate(
                      "unexpected_index_column_names": index_cols}
 
     frames = {"profile": (profile, profile_expectations(
-        list(profile.columns), query_ids, cand_ids, allow_mixed_sources, power_limit_w, fractional_correct))}
+        list(profile.columns), query_ids, cand_ids, allow_mixed_sources, power_limit_w, fractional_correct,
+        label_column=labels is not None) + (label_expectations(labels.allow_mixed) if labels else []))}
+    if labels is not None:
+        frames["label_coverage"] = (pd.DataFrame({"coverage": [labels.coverage]}),
+                                    coverage_expectations(labels.min_coverage))
     if queries is not None and {"query_id", "candidate_id", "task", "split"} <= set(profile.columns):
         joined = profile[["query_id", "candidate_id", "task", "split"]].merge(
             queries.rename(columns={"task": "query_task", "split": "query_split"}), on="query_id", how="left")

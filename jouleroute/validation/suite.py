@@ -2,7 +2,7 @@
 
 Each expectation carries a ``description`` (what must hold, in plain words) and
 ``meta["check"]`` (the family it belongs to: schema, completeness, range,
-energy). The summary printed on failure is built from those two fields, so a
+energy, labels). The summary printed on failure is built from those two fields, so a
 failing stage says *what* is wrong, not only which GE class fired.
 """
 
@@ -56,8 +56,12 @@ def profile_expectations(
     allow_mixed_sources: bool,
     power_limit_w: float | None,
     fractional_correct: bool = False,
+    label_column: bool = False,
 ) -> list:
     """Every expectation on the profile table itself.
+
+    ``label_column``: a labelled profile (stage ``labels``), which has a ``label_source`` column besides
+    PROFILE_SCHEMA's (its own expectations: ``label_expectations``).
 
     ``fractional_correct`` (an imported profile): ``correct`` is an expected correctness in [0, 1], int8 0/1
     or float64 (schema.FRACTIONAL_PROFILE_SCHEMA); a live tournament's profile keeps 0/1 in int8.
@@ -69,9 +73,11 @@ def profile_expectations(
     present = set(present_columns)
     out = [
         _expect(
-            E.ExpectTableColumnsToMatchSet(column_set=list(PROFILE_SCHEMA.names), exact_match=True),
+            E.ExpectTableColumnsToMatchSet(column_set=list(PROFILE_SCHEMA.names) + ["label_source"] * label_column,
+                                           exact_match=True),
             "schema",
-            "the profile has exactly the PROFILE_SCHEMA columns (in any order)",
+            "the profile has exactly the PROFILE_SCHEMA columns" + (" and label_source" * label_column)
+            + " (in any order)",
         ),
         _expect(E.ExpectTableRowCountToBeBetween(min_value=1), "completeness", "the profile has at least one row"),
     ]
@@ -203,6 +209,34 @@ def profile_expectations(
             ),
         ]
     return out
+
+
+# gold, vote, feedback, or reference:<candidate> (labels/sources.py)
+LABEL_SOURCE_REGEX = r"^(?:gold|vote|feedback|reference:[a-z0-9][a-z0-9._-]*)$"
+
+
+def label_expectations(allow_mixed: bool) -> list:
+    """A labelled profile: every row's ``correct`` is set and says where it came from, from one source unless
+    ``labels.allow_mixed``."""
+    out = [
+        _expect(E.ExpectColumnValuesToNotBeNull(column="correct"), "labels",
+                "every row of the labelled profile has a correct value (unlabelled queries are left out)"),
+        _expect(E.ExpectColumnValuesToNotBeNull(column="label_source"), "labels",
+                "every row's correct value says where it came from (label_source)"),
+        _expect(E.ExpectColumnValuesToMatchRegex(column="label_source", regex=LABEL_SOURCE_REGEX), "labels",
+                "label_source is gold, vote, feedback or reference:<candidate>"),
+    ]
+    if not allow_mixed:
+        out.append(_expect(E.ExpectColumnUniqueValueCountToBeBetween(column="label_source", min_value=1, max_value=1),
+                           "labels", "the whole profile carries a single label_source "
+                                     "(set labels.allow_mixed to train on mixed labels)"))
+    return out
+
+
+def coverage_expectations(min_coverage: float) -> list:
+    """The labels' coverage (labelled queries / profiled queries, one row) is at least ``labels.min_coverage``."""
+    return [_expect(E.ExpectColumnValuesToBeBetween(column="coverage", min_value=min_coverage), "labels",
+                    f"the labels mark at least labels.min_coverage = {min_coverage:g} of the profiled queries")]
 
 
 def plausibility_frame(profile):
