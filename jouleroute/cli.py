@@ -119,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--init", metavar="DIR", help="write DIR/params.yaml and DIR/dvc.yaml: a pipeline of its "
                             "own for your table (import -> ... -> evaluate); docs/your-own-pool.md")
             sp.add_argument("--table", metavar="FILE", help="with --init: your outcome table (repository-relative)")
+            sp.add_argument("--prompts", metavar="FILE", help="with --init: your prompts without gold answers (a "
+                            "chat-completions JSONL or a parquet with a prompt column): a pipeline that runs your "
+                            "pool on them and labels the answers by a vote (prepare -> tournament -> labels -> ...)")
+            sp.add_argument("--reference", metavar="CANDIDATE", help="with --prompts: label answers by agreement "
+                            "with this candidate's, not by a vote")
         if name == "flow":
             sp.add_argument("flow_args", nargs=argparse.REMAINDER, help="passed to `jouleroute-flow`")
         if name == "data":

@@ -90,21 +90,13 @@ def render_params(name: str, preset: dict) -> dict:
 
 
 def render_dvc(name: str, preset: dict) -> dict:
+    from jouleroute.commands.prompts_init import PAGE_STAGE, as_study, page_stage
+
     base = preset["base"]
     _, dvc = _base_files(base)
-    _, replay = _base_files("replay")
-    stages = {k: v for k, v in dvc["stages"].items() if k not in PRODUCERS or (base is None and k == "tournament")}
-    if "study_page" not in stages:
-        stages["study_page"] = replay["stages"]["study_page"]
-    out = {}
-    for stage, body in stages.items():
-        body = {k: v for k, v in body.items() if k != "meta"}
-        body["wdir"] = "../.."
-        body["cmd"] = f"jouleroute --params studies/{name}/params.yaml {stage}"
-        params = body.get("params") or []
-        keys = [k for item in params for k in ((list(item.values())[0]) if isinstance(item, dict) else [item])]
-        body["params"] = [{f"studies/{name}/params.yaml": keys}]
-        out[stage] = {"wdir": body.pop("wdir"), "cmd": body.pop("cmd"), **body}
+    keep = {k: v for k, v in dvc["stages"].items() if k not in PRODUCERS or (base is None and k == "tournament")}
+    keep.setdefault(PAGE_STAGE, page_stage(ROOT))
+    out = as_study(keep, f"studies/{name}/params.yaml", "../..")
     if base is None:  # the preset's own tournament writes its own profile; the shard store is the main one's
         out["tournament"]["outs"] = ["${paths.profile}", "${paths.profile_meta}", "${paths.tournament_summary}"]
     return {"stages": out}

@@ -15,6 +15,17 @@ from jouleroute.stages.profile_record import finish_profile
 
 
 def import_command(ctx: StageContext, args: argparse.Namespace | None = None) -> dict | int:
+    if args is not None and getattr(args, "init", None) and getattr(args, "prompts", None):
+        from jouleroute.commands.pool_init import init_pool
+        from jouleroute.commands.prompts_init import render
+
+        written = init_pool(ctx.root, args.init, None, render(args.init.strip("/"), args.prompts, args.reference))
+        folder = written[0].parent.relative_to(ctx.root)
+        print(f"wrote {', '.join(str(p.relative_to(ctx.root)) for p in written)}: set pool: and models: to your "
+              f"candidates, then `jouleroute --params {folder}/params.yaml repro`; docs/your-own-pool.md")
+        return 0
+    if args is not None and getattr(args, "reference", None):
+        raise StageFailed("--reference labels a prompts pipeline: give it with --init DIR --prompts FILE")
     if args is not None and getattr(args, "init", None):
         from jouleroute.commands.pool_init import init_pool
 

@@ -101,10 +101,11 @@ def render(folder: str, table: str | None, root: Path = REPO) -> dict[str, str]:
     return {f"{folder}/params.yaml": header + params, f"{folder}/dvc.yaml": dvc}
 
 
-def init_pool(root: Path, folder: str, table: str | None) -> list[Path]:
-    """Write the two files (never over existing ones); the paths written."""
+def init_pool(root: Path, folder: str, table: str | None, files: dict[str, str] | None = None) -> list[Path]:
+    """Write the two files (``files``, or those of an outcome table's pipeline) never over existing ones; the
+    paths written."""
     folder = Path(folder).as_posix().strip("/")
-    files = render(folder, table)
+    files = files or render(folder, table)
     existing = [p for p in files if (root / p).exists()]
     if existing:
         raise StageFailed(f"--init {folder}: {', '.join(existing)} already exist(s); nothing was written")
