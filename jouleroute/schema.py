@@ -8,6 +8,7 @@ interchangeable.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -26,21 +27,22 @@ QUERY_SCHEMA = pa.schema(
         pa.field("split", pa.string(), nullable=False),  # train | val | test
         pa.field("question", pa.string(), nullable=False),  # problem text, options rendered in
         pa.field("choices_json", pa.string(), nullable=False),  # JSON list of option texts ("[]" if open)
-        pa.field("gold", pa.string(), nullable=False),  # gold answer (letter, number, string, LaTeX)
+        pa.field("gold", pa.string(), nullable=True),  # gold answer (letter, number, string, LaTeX); null: ungraded
         pa.field("source_file", pa.string(), nullable=False),  # repo-relative path it was read from
         pa.field("source_row", pa.int64(), nullable=False),  # 0-based row (or example index) in that file
     ]
 )
 
 # --- profile table (stage `tournament`, or the replay importer) ---------------
-# One row per (query_id, candidate_id).
+# One row per (query_id, candidate_id). A pair whose query has no gold (a user's own prompt) is ungraded:
+# ``correct`` null, while ``invalid`` and ``extracted_answer`` still say what answer could be read.
 PROFILE_SCHEMA = pa.schema(
     [
         pa.field("query_id", pa.string(), nullable=False),
         pa.field("candidate_id", pa.string(), nullable=False),
         pa.field("task", pa.string(), nullable=False),
         pa.field("split", pa.string(), nullable=False),
-        pa.field("correct", pa.int8(), nullable=False),  # 1 right, 0 wrong (invalid counts as wrong); see below
+        pa.field("correct", pa.int8(), nullable=True),  # 1 right, 0 wrong (invalid counts as wrong), null: no gold
         pa.field("invalid", pa.int8(), nullable=False),  # 1 when no answer could be extracted
         pa.field("extracted_answer", pa.string(), nullable=True),
         pa.field("output_text", pa.string(), nullable=True),
@@ -68,13 +70,16 @@ PROFILE_COLUMNS = tuple(PROFILE_SCHEMA.names)
 # the same columns with ``correct`` as float64. Every reader treats ``correct`` as an expectation (accuracy
 # is its mean, utilities and rewards use it as is); a live tournament always writes 0/1 (int8).
 FRACTIONAL_PROFILE_SCHEMA = PROFILE_SCHEMA.set(
-    PROFILE_SCHEMA.get_field_index("correct"), pa.field("correct", pa.float64(), nullable=False))
+    PROFILE_SCHEMA.get_field_index("correct"), pa.field("correct", pa.float64(), nullable=True))
 
 
 def profile_schema(correct) -> pa.Schema:
-    """PROFILE_SCHEMA when every ``correct`` value is 0 or 1 (int8, as before), else FRACTIONAL_PROFILE_SCHEMA."""
-    values = [float(v) for v in correct]
-    return PROFILE_SCHEMA if all(v in (0.0, 1.0) for v in values) else FRACTIONAL_PROFILE_SCHEMA
+    """PROFILE_SCHEMA when every graded ``correct`` value is 0 or 1 (int8, as before), else
+    FRACTIONAL_PROFILE_SCHEMA; null values (ungraded pairs: None or NaN) fit either."""
+    values = [float(v) for v in correct if v is not None]
+    return PROFILE_SCHEMA if all(v in (0.0, 1.0) or math.isnan(v) for v in values) else FRACTIONAL_PROFILE_SCHEMA
+
+
 QUERY_COLUMNS = tuple(QUERY_SCHEMA.names)
 
 

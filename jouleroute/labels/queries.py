@@ -27,14 +27,10 @@ from jouleroute.labels.config import PromptsConfig
 from jouleroute.labels.prompts import PromptFileError, PromptRecord, read_prompt_records
 from jouleroute.schema import QUERY_COLUMNS, QUERY_SCHEMA, SPLITS
 
-# The query table's schema with the gold answer allowed to be absent.
-NO_GOLD_QUERY_SCHEMA = QUERY_SCHEMA.set(QUERY_SCHEMA.get_field_index("gold"),
-                                        pa.field("gold", pa.string(), nullable=True))
-
 
 @dataclass
 class ImportedQueries:
-    table: pa.Table  # NO_GOLD_QUERY_SCHEMA
+    table: pa.Table  # QUERY_SCHEMA, gold null
     summary: dict = field(default_factory=dict)
 
 
@@ -64,7 +60,7 @@ def query_table(records: list[PromptRecord], cfg: PromptsConfig, source_file: st
     rows = [{"query_id": qid, "task": r.task, "subtask": "", "split": split[qid], "question": r.prompt,
              "choices_json": "[]", "gold": None, "source_file": source_file, "source_row": r.row}
             for qid, r in unique.items()]
-    table = pa.Table.from_pylist(rows, schema=NO_GOLD_QUERY_SCHEMA).select(list(QUERY_COLUMNS))
+    table = pa.Table.from_pylist(rows, schema=QUERY_SCHEMA).select(list(QUERY_COLUMNS))
     summary = {"file": source_file, "rows": len(records), "queries": len(ids),
                "duplicates_dropped": len(records) - len(ids), "split_rule": "time-ordered" if by_time else "seeded",
                "splits": {s: sum(1 for v in split.values() if v == s) for s in SPLITS},
