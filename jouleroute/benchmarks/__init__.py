@@ -2,6 +2,7 @@
 
 ``get_task(name)`` gives a :class:`Task` that loads documents, builds zero-shot chat and few-shot
 completion prompts, and grades outputs; ``run_prepare`` samples and splits the query table.
+``task_free.extract_answer`` reads an answer where no task's grader applies (a user's own prompts, the gateway).
 """
 
 from jouleroute.benchmarks.config import PrepareConfig, SplitFractions

@@ -7,7 +7,7 @@ that the evaluation side chose on selection data, a JSON file read by the cascad
     {"stages": [["cand_a", "cand_b"], ["cand_c"]], "max_output_tokens": 256, "chosen_by": "...", "selection": {}}
 
 Each stage's candidates are asked in parallel, always non-streaming (their answers must be read whole to be
-compared). A stage of two or more accepts when at least two answers agree (gateway/answers.py: the same
+compared). A stage of two or more accepts when at least two answers agree (benchmarks/task_free.py: the same
 normalised final number, boxed content or option letter); a stage of one accepts when an answer was extracted
 and the answer's completion tokens are fewer than ``max_output_tokens`` (when set). Otherwise the next stage is
 asked. The last stage always answers: its largest agreeing group, else its first member (chain order) with an
@@ -40,7 +40,7 @@ from pathlib import Path
 from prometheus_client import Counter
 from jouleroute.cascade.artifact import ChainArtifact
 from jouleroute.cascade.chain import Chain
-from jouleroute.gateway.answers import extract_answer
+from jouleroute.benchmarks.task_free import extract_answer
 from jouleroute.gateway.auth import KeyStore
 from jouleroute.gateway.config import AUTO_MODEL, GatewayConfig
 from jouleroute.gateway.protocol import GatewayError, ParsedRequest, Receipt, completion_body, has_text

@@ -4,7 +4,7 @@ A task the project knows (the benchmark registry, or ``cascade.agreement.EXTRA_T
 its grader's equivalence (``cascade.agreement``: GSM8K numbers as decimals, MATH by math-verify, option letters),
 reading each row's answer as the cascade does (``cascade.matrix.read_answer``). A known task with no comparable
 answer (code, free text) compares none. Any other task, such as a user's own prompts, compares the answers a
-task-free extractor reads from each output (the caller passes it: the gateway's ``extract_answer``), equal when
+task-free extractor reads from each output (the caller passes it: ``benchmarks.task_free.extract_answer``), equal when
 both exist and their normal forms are equal; without one its answers compare none.
 """
 

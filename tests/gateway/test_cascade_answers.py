@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from jouleroute.gateway.answers import answers_agree, extract_answer
+from jouleroute.benchmarks.task_free import answers_agree, extract_answer
 from jouleroute.gateway.cascade import Call, decide, describe, load_chain
 from jouleroute.gateway.config import GatewayRouterConfig
 from jouleroute.gateway.upstreams import Answer

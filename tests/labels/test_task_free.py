@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from jouleroute.gateway.answers import extract_answer
+from jouleroute.benchmarks.task_free import extract_answer
 from jouleroute.labels.config import LabelsConfig
 from jouleroute.labels.policies import apply_labels
 

@@ -1,7 +1,10 @@
-"""A task-free answer extractor for the gateway's cascade: what an answer says, in a form two answers compare by.
+"""A task-free answer extractor: what an answer says, in a form two answers compare by, without knowing the task.
 
-The gateway does not know the task of a request, so it cannot use a task's own grader (the evaluation side
-does: ``jouleroute.cascade``). It reads, in this order of preference:
+Used where no task's own grader applies: the gateway's cascade (it does not know a request's task), the
+tournament's open prompts (a user's own task, outside the benchmark registry) and the labels of such prompts
+(``labels.answer_matrix`` takes ``extract_answer`` as its ``task_free`` extractor). A known task is read by its
+grader instead (``benchmarks.grading``; the evaluation side: ``jouleroute.cascade``). It reads, in this order
+of preference:
 
 1. the last ``\\boxed{...}`` (balanced braces), as MATH-style answers end;
 2. the last answer phrase (``#### 42``, ``The answer is (B)``, ``Final answer: 1,200``), followed by an
@@ -15,7 +18,7 @@ agree when they are numerically equal, and a fraction is never read as its denom
 ``(b)`` is ``B``. Any other boxed content is compared as written, without spaces.
 
 Extraction never raises: text with nothing to read gives ``None``, which never agrees with anything (the
-cascade escalates).
+cascade escalates; the tournament marks the row ``invalid``).
 """
 
 from __future__ import annotations
