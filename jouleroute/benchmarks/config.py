@@ -44,19 +44,38 @@ class SplitFractions(StrictModel):
         return self
 
 
+class PromptsConfig(StrictModel):
+    """How a file of a user's prompts becomes a query table (``labels.queries.import_prompts``)."""
+
+    task: str = Field(default="user", min_length=1)  # a request's task when it names none (body or metadata "task")
+    prompt_column: str = "prompt"  # parquet: the column holding each prompt
+    timestamp_column: str = "timestamp"  # parquet: when present, rows carry a time and the split follows it
+    split: SplitFractions = SplitFractions()  # shares of train (oldest), val and test (newest)
+    seed: int = 0  # the seeded split, for rows without a time
+
+
+class PromptsFileConfig(PromptsConfig):
+    """``prepare.prompts``: a user's prompts file (relative to the repository root) and how it is read."""
+
+    file: str = Field(min_length=1)  # an OpenAI chat-completions JSONL (.jsonl) or a parquet with a prompt column
+
+
 class PrepareConfig(StrictModel):
     """Which queries to sample from which benchmark files, and how to split them.
 
     ``source``: ``bundled`` reads the subsets in the data root (``paths.data_dir``, docs/data.md); ``local`` reads full
     copies with the same layout from ``local_dir``; ``hf`` downloads from the Hugging Face Hub
-    (needs network, and JOULEROUTE_ONLINE=1) using the dataset ids in ``hf``.
+    (needs network, and JOULEROUTE_ONLINE=1) using the dataset ids in ``hf``; ``prompts`` reads a user's own
+    prompts, without gold answers, from ``prompts.file`` (``samples``, ``split`` and ``seed`` are then unused:
+    every prompt is a query, split by ``prompts.split``).
     """
 
     seed: int = 0
     samples: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_SAMPLES))
     split: SplitFractions = Field(default_factory=SplitFractions)
-    source: Literal["bundled", "local", "hf"] = "bundled"
+    source: Literal["bundled", "local", "hf", "prompts"] = "bundled"
     local_dir: str | None = None
+    prompts: PromptsFileConfig | None = None  # with source: prompts
     hf: dict[str, str] = Field(default_factory=lambda: {name: TASKS[name].hf.dataset_id for name in TASK_NAMES})
 
     @field_validator("samples")
@@ -79,4 +98,14 @@ class PrepareConfig(StrictModel):
     def _local_needs_dir(self) -> "PrepareConfig":
         if self.source == "local" and not self.local_dir:
             raise ValueError("prepare.source 'local' needs prepare.local_dir (a folder with <task>/<files>)")
+        return self
+
+    @model_validator(mode="after")
+    def _prompts_named_iff_used(self) -> "PrepareConfig":
+        if self.source == "prompts" and self.prompts is None:
+            raise ValueError("prepare.source 'prompts' needs prepare.prompts.file (a chat-completions JSONL or a "
+                             "parquet with a prompt column)")
+        if self.source != "prompts" and self.prompts is not None:
+            raise ValueError(f"prepare.prompts is set but prepare.source is {self.source!r}: set source: prompts "
+                             "or drop the prompts section")
         return self

@@ -6,18 +6,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from jouleroute.benchmarks.config import SplitFractions
+# How a prompts file is read is declared beside prepare's config (``prepare.prompts``), which holds it.
+from jouleroute.benchmarks.config import PromptsConfig
 from jouleroute.strict import StrictModel
 
-
-class PromptsConfig(StrictModel):
-    """How a file of a user's prompts becomes a query table (``prompts.read_prompts``)."""
-
-    task: str = Field(default="user", min_length=1)  # a request's task when it names none (body or metadata "task")
-    prompt_column: str = "prompt"  # parquet: the column holding each prompt
-    timestamp_column: str = "timestamp"  # parquet: when present, rows carry a time and the split follows it
-    split: SplitFractions = SplitFractions()  # shares of train (oldest), val and test (newest)
-    seed: int = 0  # the seeded split, for rows without a time
+__all__ = ["LabelsConfig", "PromptsConfig"]
 
 
 class LabelsConfig(StrictModel):
@@ -33,6 +26,9 @@ class LabelsConfig(StrictModel):
     reference: str | None = None  # the reference candidate's id, with source: reference
     feedback: str | None = None  # a parquet, CSV or JSONL table: query_id, candidate_id, score in [0, 1]
     allow_mixed: bool = False  # validation accepts a profile whose rows carry more than one label_source
+    # validation refuses labels that mark fewer of the profiled queries: a router trained on the few queries whose
+    # answers could be compared learns a biased picture of the traffic (the left-out ones are counted by reason)
+    min_coverage: float = Field(default=0.5, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _reference_named_iff_used(self) -> "LabelsConfig":
