@@ -1,7 +1,8 @@
 """Grade one model output against a gold answer. Grading never raises.
 
 An output with no extractable answer is ``invalid``: scored wrong and counted separately, so a
-model that rambles is distinguishable from one that answers wrongly.
+model that rambles is distinguishable from one that answers wrongly. A query without gold is read,
+not graded (:func:`ungraded`): its answer is extracted, its correctness is ``None``.
 """
 
 from __future__ import annotations
@@ -33,12 +34,17 @@ _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")  # "\$36" is a dollar amount, not a
 
 @dataclass(frozen=True)
 class Grade:
-    correct: bool
+    correct: bool | None  # None: ungraded (the query has no gold answer)
     invalid: bool
     extracted: str | None
 
 
 INVALID = Grade(correct=False, invalid=True, extracted=None)
+
+
+def ungraded(grade: Grade) -> Grade:
+    """What was read from an output, without a verdict: for a query nobody graded."""
+    return Grade(None, grade.invalid, grade.extracted)
 
 
 def grade_number(output: str, gold: str) -> Grade:

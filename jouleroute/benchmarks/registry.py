@@ -161,8 +161,24 @@ class Task:
         return grading.grade_bbh(output_text, gold, choices)
 
     def grade_row(self, output_text: str, row: Mapping) -> grading.Grade:
-        """Grade against a query-table row (gold and ``choices_json``)."""
-        return self.grade(output_text, row["gold"], json.loads(row["choices_json"]))
+        """Grade against a query-table row (gold and ``choices_json``). A row without gold (a user's prompt of
+        this task) is read as the grader reads it, ungraded: ``correct`` None."""
+        choices = json.loads(row["choices_json"])
+        if not isinstance(row["gold"], str):  # None, or NaN as pandas reads a null string
+            return grading.ungraded(self.grade(output_text, self.gold_shape(row["subtask"]), choices))
+        return self.grade(output_text, row["gold"], choices)
+
+    def gold_shape(self, subtask: str = "") -> str:
+        """A stand-in gold answer of the shape this (sub)task's gold takes: BBH's grader picks how it reads an
+        output by the gold's shape, so an ungraded row is read the way a graded one would be."""
+        if self.answer_kind == "choice":
+            return "A"
+        if self.answer_kind != "bbh":
+            return "0"
+        hint = self.hint(subtask)
+        if " or " in hint:  # a label pair: "True or False", "Yes or No", "valid or invalid"
+            return hint.split(" or ")[0]
+        return {_BBH_LETTER: "(A)", "<number>": "0"}.get(hint, ")" if "bracket" in hint else "words")
 
 
 # --- exemplar pools ------------------------------------------------------------------------

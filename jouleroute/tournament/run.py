@@ -12,6 +12,9 @@ one job where it is called (here, or a Dask worker through ``flows/tournament.py
 metered there, on a model the process loads once per run and keeps
 (``loading.py``: loading is metered and reported apart from answering);
 ``finish_tournament`` checks every pair is there once and writes the profile.
+
+A query without gold (a user's prompt) is answered, metered and read like any other, but not graded: its rows
+carry ``correct`` null. A query of a task outside the registry is an open prompt (``open_prompts.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.provenance import seed_everything, stable_hash
 from jouleroute.tournament.config import TournamentConfig
 from jouleroute.tournament.loading import PROCESS_MODELS, model_revision, worker_name
+from jouleroute.tournament.open_prompts import (is_open_prompt, note_generated_open_prompts, open_request,
+                                                read_open_answer)
 from jouleroute.tournament.served import ModelledRate, served_meter, server_of
 from jouleroute.tournament.shards import ShardStore, write_profile
 
@@ -65,7 +70,10 @@ class TournamentInputs:
 
 def build_request(row: pd.Series, candidate: CandidateSpec, data_dir: Path) -> GenRequest | LoglikRequest:
     """What the candidate is sent for this row: a log-likelihood request for a multiple-choice row of a
-    ``loglik`` candidate, otherwise a generation request in the candidate's (free-form) style."""
+    ``loglik`` candidate, otherwise a generation request in the candidate's (free-form) style; an open prompt
+    (a task outside the registry) is the question alone (``open_prompts``)."""
+    if is_open_prompt(row["task"]):
+        return open_request(row, candidate)
     task = get_task(row["task"])
     if candidate.answer_style == "loglik":
         scored = task.loglik_request(row, candidate.exemplar_count, data_dir=data_dir)
@@ -156,6 +164,7 @@ def plan_tournament(inp: TournamentInputs, run_id: str, batches_per_job: int | N
                  for i in range(0, len(batches), step)]
     logger.info("tournament: %d queries x %d candidates, %d pairs already done (%d of them from the live-pair "
                 "cache), %d job(s) to run", len(queries), len(inp.pool), len(done), adopted, len(jobs))
+    note_generated_open_prompts(queries["task"], inp.pool)
     if jobs:
         state.setdefault("runs", []).append({"run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                              "jobs": len(jobs)})
@@ -376,12 +385,14 @@ def _run_served_job(inp: TournamentInputs, job: ShardJob, candidate: CandidateSp
 
 def _row(row, candidate, backend, res, share, measurement, idle_w, batch_size, run_id, prefill_weight,
          rule: str | None = None) -> dict:
-    grade = get_task(row["task"]).grade_row(res.text, row)
+    open_prompt = is_open_prompt(row["task"])
+    grade = read_open_answer(res.text) if open_prompt else get_task(row["task"]).grade_row(res.text, row)
     rule = rule or attribution_rule(prefill_weight)
     energy_j, energy_net_j = share
     return {
         "query_id": row["query_id"], "candidate_id": candidate.candidate_id, "task": row["task"],
-        "split": row["split"], "correct": int(grade.correct), "invalid": int(grade.invalid),
+        "split": row["split"], "correct": None if grade.correct is None else int(grade.correct),
+        "invalid": int(grade.invalid),
         "extracted_answer": grade.extracted, "output_text": res.text,
         "input_tokens": int(res.input_tokens), "output_tokens": int(res.output_tokens),
         "batch_size": int(batch_size), "latency_s": float(res.latency_s),
