@@ -29,7 +29,7 @@ export PIP_PROGRESS_BAR := off
 export PIP_NO_WARN_SCRIPT_LOCATION := 1
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run study study-heldout test test-fast test-slow test-all bench ui-mlflow ui-prefect prefect-server \
+.PHONY: setup run study study-heldout study-nogold test test-fast test-slow test-all bench ui-mlflow ui-prefect prefect-server \
 	prefect-server-stop clean browser verifier-study
 
 # (Re)install when pyproject.toml changes. torch==2.13.0 goes first: it is the CPU
@@ -135,6 +135,14 @@ prefect-server-stop: setup
 # restores what is cached instead of rerunning it) brings the outputs back, and `exp apply` keeps working.
 clean:
 	rm -rf artifacts mlruns studies/*/artifacts dvc_plots
+
+# The no-gold presets (README "Without gold answers", issue 48): a pool trained on labels from a reference model or
+# a vote, scored on gold test. Presets: scripts/no_gold_studies.py; each reads its base pipeline's profile.
+NOGOLD_STUDIES := nogold-embedded-reference nogold-replay-vote nogold-zeroeval-math-reference nogold-zeroeval-math-vote
+study-nogold: setup
+	@for study in $(NOGOLD_STUDIES); do \
+	  $(BIN)/jouleroute --params studies/$$study/params.yaml repro || exit 1; \
+	done
 
 # The LM router as a cascade's verifier (docs/cascade-verifier.md): on the zeroeval-math study's artifacts (make study STUDY=zeroeval-math first).
 verifier-study: setup

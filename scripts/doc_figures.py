@@ -18,6 +18,8 @@ markers; this script rewrites what lies between them from where the figure comes
                                       from each pipeline's evaluate metrics (`make run`, `make study`, the presets)
     cascades      README.md           the cascade chosen for each target on every pool, out of fold on selection
                                       and on test against the best single, from the same evaluate metrics
+    no-gold       README.md           each no-gold preset's labels against gold per task and its deployed policy
+                                      scored on gold, beside the gold-trained one (also docs/your-own-pool.md)
     phase-across-pools README.md      λ* per task of every pool, one figure (docs/phase-across-pools.png), from
                                       each pipeline's evaluate metrics
     data-inventory docs/data.md       every dataset the project reads, from data/manifest.yaml and git ls-files
@@ -41,7 +43,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
 from figure_sources import ROOT, SourceMissing, need  # noqa: E402
-from pool_figures import cascades, phase_across_pools, savings  # noqa: E402
+from pool_figures import cascades, no_gold, phase_across_pools, savings  # noqa: E402
 
 
 def stages() -> str:
@@ -315,6 +317,8 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "data-inventory": ("docs/data.md", data_inventory),
     "savings": ("README.md", savings),
     "cascades": ("README.md", cascades),
+    "no-gold": ("README.md", no_gold),
+    "no-gold-cost": ("docs/your-own-pool.md", no_gold),
     "phase-across-pools": ("README.md", phase_across_pools),
     "stages": ("README.md", stages),
     "target-reruns": ("README.md", target_reruns),

@@ -117,3 +117,50 @@ def phase_across_pools() -> str:
         rows.append(f"| {key} | " + " | ".join(fmt(stars[f].get(key)) if key in stars[f] else "" for f in families)
                     + " |")
     return "\n".join(rows)
+
+
+def no_gold() -> str:
+    """One row per no-gold preset (scripts/no_gold_studies.py, issue 48): its labels' agreement with gold per task,
+    and the deployed policy chosen on the label-trained selection data and scored on gold test, beside the
+    gold-trained pipeline's deployed policy on the same pool."""
+    pipelines = dict(_evaluated_pipelines())
+    rows = ["| preset | labels | labels vs gold per task: precision / recall of 'correct', agreement [95% CI] "
+            "| deployed on labels: policy, accuracy − best [95% CI], verdict, energy share [95% CI] "
+            "| deployed on gold (same pool) |", "|---|---|---|---|---|"]
+    for name in sorted(n for n in pipelines if n.startswith("nogold-")):
+        metrics, base = pipelines[name], _base_of(name)
+        labels = metrics.get("labels") or {}
+        quality = (labels.get("quality") or {}).get("by_task", {})
+        per_task = "<br>".join(
+            f"{task}: {q['precision']:.3f} / {q['recall']:.3f}, {q['agreement']:.3f} "
+            f"[{q['agreement_ci'][0]:.3f}, {q['agreement_ci'][1]:.3f}]" for task, q in quality.items()
+            if q.get("agreement") is not None) or "n/a"
+        coverage = f"{100 * labels['coverage']:.0f}% of queries" if labels.get("coverage") is not None else ""
+        rows.append(f"| `{name}` | `{labels.get('source_label', '?')}` ({coverage}; test on "
+                    f"{labels.get('test_scored_on', '?')}) | {per_task} | {_deployed_cell(metrics)} "
+                    f"| `{base}`: {_deployed_cell(pipelines.get(base, {}))} |")
+    return "\n".join(rows)
+
+
+def _base_of(preset: str) -> str:
+    """The gold-trained pipeline a no-gold preset reads (its params' profile path names it)."""
+    from jouleroute.config import load_params
+
+    profile = load_params(ROOT / "studies" / preset / "params.yaml").paths.profile
+    if profile.startswith("studies/") and not profile.startswith(f"studies/{preset}/"):
+        return profile.split("/")[1]
+    return "embedded"
+
+
+def _deployed_cell(metrics: dict) -> str:
+    dep = metrics.get("deployed")
+    if not dep:
+        return "no deployed point"
+    pct = lambda x: f"{100 * x:.0f}%"  # noqa: E731
+    diff = f"{dep['accuracy_diff_vs_best']:+.3f}"
+    if dep.get("accuracy_diff_vs_best_ci_low") is not None:
+        diff += f" [{dep['accuracy_diff_vs_best_ci_low']:+.3f}, {dep['accuracy_diff_vs_best_ci_high']:+.3f}]"
+    share = pct(dep["energy_share_of_best"])
+    if dep.get("energy_share_of_best_ci_low") is not None:
+        share += f" [{pct(dep['energy_share_of_best_ci_low'])}, {pct(dep['energy_share_of_best_ci_high'])}]"
+    return f"{_served(dep)}, {diff}, {dep['noninferiority']}, {share}"
