@@ -14,10 +14,13 @@ import pandas as pd
 import yaml
 
 from jouleroute.benchmarks import get_task
+from jouleroute.benchmarks.registry import TASKS
 from jouleroute.benchmarks.cloze import choice_frame
 
 
 def chance_level(row: pd.Series) -> float:
+    if row["task"] not in TASKS:  # a user's own prompt (an open prompt): no options, no chance level
+        return 0.0
     task = get_task(row["task"])
     frame = choice_frame(task.name, row["subtask"], task.hint(row["subtask"]), row["question"],
                          json.loads(row["choices_json"]))
