@@ -23,6 +23,10 @@ EPILOG = textwrap.dedent("""\
       jouleroute-flow stop                               # stop serving (pauses the schedule)
     The tournament on a 2-worker Dask cluster:
       jouleroute-flow run --stages prepare models tournament --dask-workers 2
+    The loop from serving back to learning (docs/loop.md):
+      jouleroute-flow loop --init loops/mine --capture artifacts/capture --labels reference:gemma3-loglik
+      jouleroute-flow --params loops/mine/params.yaml loop              # one iteration, now
+      jouleroute-flow --params loops/mine/params.yaml deploy --flow loop --cron "0 * * * *"
 """)
 
 
@@ -45,6 +49,23 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run the tournament's shards on this Dask scheduler (tcp://host:8786); "
                           "default: params' tournament.dask_address")
 
+    loop = sub.add_parser(
+        "loop", help="one iteration of the loop: fold the captured traffic, rerun the loop's pipeline, promote "
+                     "the new policy only if the gate says so",
+        description="One iteration of the loop whose pipeline is --params (a loop workspace's params.yaml): the "
+                    "gateway's new capture folded into the loop's prompts and feedback, the loop's stages through "
+                    "DVC (the tournament for the new queries only), then the gate on the newest held-out traffic: "
+                    "the candidate is promoted (the served version swapped atomically; a gateway started with the "
+                    "loop's serve.yaml reloads) only if non-inferior in accuracy and not dearer in joules. The "
+                    "decision is an MLflow run and a line of the loop's report.md (docs/loop.md).")
+    loop.add_argument("--init", metavar="DIR", help="create a loop workspace in DIR from params.yaml and dvc.yaml "
+                      "(its first served version: the main pipeline's deployed policy), then exit")
+    loop.add_argument("--capture", metavar="FOLDER", help="with --init: the gateway's capture folder it folds")
+    loop.add_argument("--labels", default="vote", metavar="SOURCE",
+                      help="with --init: vote, or reference:<candidate> (default: vote)")
+    loop.add_argument("--task", default="user", help="with --init: the task of a request that names none")
+    loop.add_argument("--rollback", action="store_true", help="serve the version served before this one, then exit")
+
     deploy = sub.add_parser(
         "deploy", help="register the scheduled deployment and serve it in the background",
         description="Register the pipeline as a Prefect deployment with a cron schedule and a timezone, then "
@@ -53,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "up front without one. One run at a time: a run due while another is running waits "
                     "for it. `jouleroute-flow stop` ends serving, which pauses the schedule. With "
                     "--foreground it serves in this process instead and BLOCKS until interrupted.")
+    deploy.add_argument("--flow", choices=["pipeline", "loop"], default="pipeline",
+                        help="what the schedule runs: the pipeline of --params (default), or the loop whose "
+                             "workspace --params names (docs/loop.md)")
     deploy.add_argument("--cron", required=True, help='cron schedule, e.g. "0 3 * * *" (03:00 every day)')
     deploy.add_argument("--timezone", default="UTC", help="IANA timezone of the schedule (default: UTC)")
     deploy.add_argument("--name", default="jouleroute-scheduled", help="deployment name")
@@ -93,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     from jouleroute.config import ParamsError
 
     params = Path(args.params) if Path(args.params).is_absolute() else root / args.params
+    if args.command == "loop" or (args.command == "deploy" and args.flow == "loop"):
+        return loop_command(args, argv, root, params)
     try:  # everything checked before anything starts: params, stage names
         from flows.pipeline import flow_for
 
@@ -152,6 +178,63 @@ def deploy(args, argv, root: Path, the_flow, flow_args: dict) -> int:
           UI: {ui}/deployments/deployment/{dep['id']}
           run now: prefect deployment run '{the_flow.name}/{args.name}'
           stop serving (pauses the schedule): jouleroute-flow stop --name {args.name}"""))
+    return 0
+
+
+def loop_command(args, argv, root: Path, params: Path) -> int:
+    """`loop` (init, rollback, one iteration) and `deploy --flow loop`: the loop's workspace is --params' folder."""
+    from jouleroute.config import ParamsError, load_params
+    from jouleroute.loop.workspace import LoopError, Workspace
+
+    try:
+        if args.command == "loop" and args.init:
+            return loop_init(args, root)
+        ws = Workspace.of(params, root)
+        ws.config()  # everything checked before anything starts: the loop's settings and params
+        load_params(ws.params_file)
+        if args.command == "deploy" and args.stages:
+            return fail("--stages applies to the pipeline; the loop runs its own pipeline's stages, all of them")
+        if args.command == "loop" and args.rollback:
+            from jouleroute.loop.serving import policy_version, rollback
+
+            served = rollback(ws.serving)
+            print(f"serving {policy_version(served)} again ({ws.show(served)})")
+            return 0
+    except (LoopError, ParamsError, RuntimeError) as error:
+        return fail(str(error))
+    from flows.loop import loop
+
+    flow_args = {"params_path": str(ws.params_file), "root": str(root)}
+    if args.command == "deploy":
+        if args.name == "jouleroute-scheduled":  # the pipeline's default: one serve process per name
+            args.name = f"loop-{ws.name}"
+            argv = [*argv, "--name", args.name]
+        return deploy(args, argv, root, loop, flow_args)
+    state = loop(**flow_args, return_state=True)
+    print(f"{loop.name}: {state.name}: {state.message}")
+    return 0 if state.is_completed() else 1
+
+
+def loop_init(args, root: Path) -> int:
+    from jouleroute.config import load_params
+    from jouleroute.loop.init import adopt, init_loop
+    from jouleroute.loop.workspace import Workspace
+
+    if not args.capture:
+        return fail("loop --init needs --capture FOLDER: the gateway's capture folder (gateway.capture.folder)")
+    folder = Path(args.init) if Path(args.init).is_absolute() else root / args.init
+    ws = Workspace(root, folder.resolve())
+    written = init_loop(ws, args.capture, args.labels, args.task)
+    load_params(ws.params_file), load_params(ws.serve_params)  # what was written is a valid params file
+    main = load_params(root / "params.yaml")
+    adopted = adopt(ws, main.paths.resolve("evaluate_dir", root) / "champion", main.paths.resolve("queries", root),
+                    main.paths.resolve("labelled_profile", root))
+    print("\n".join(f"wrote {ws.show(p)}" for p in written))
+    print(f"serving first: {ws.show(adopted) if adopted else 'nothing yet (the first iteration promotes its policy)'}")
+    print(textwrap.dedent(f"""\
+        next:
+          jouleroute --params {ws.rel}/serve.yaml serve          # captures into {args.capture}, reloads on promotion
+          jouleroute-flow --params {ws.rel}/params.yaml loop     # one iteration, once traffic is captured"""))
     return 0
 
 

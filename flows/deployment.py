@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-FLOW_NAMES = {"pipeline": "jouleroute-pipeline", "replay_study": "jouleroute-replay-study"}
+FLOW_NAMES = {"pipeline": "jouleroute-pipeline", "replay_study": "jouleroute-replay-study", "loop": "jouleroute-loop"}
 
 
 class ServerUnavailable(RuntimeError):
@@ -59,13 +59,16 @@ def build(flow_attr: str, name: str, cron: str, timezone: str, parameters: dict)
     from prefect.deployments.runner import EntrypointType
     from prefect.schedules import Cron
 
+    import flows.loop
     import flows.pipeline
 
-    the_flow = getattr(flows.pipeline, flow_attr)
+    the_flow = getattr(flows.loop if flow_attr == "loop" else flows.pipeline, flow_attr)
+    what = ("the loop: captured traffic -> its pipeline through DVC -> the gated promotion" if flow_attr == "loop"
+            else "jouleroute through DVC")
     return the_flow.to_deployment(
         name=name, schedules=[Cron(cron, timezone=timezone)], parameters=parameters, tags=["jouleroute"],
         concurrency_limit=ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.ENQUEUE),
-        description=f"jouleroute through DVC, {cron} ({timezone}); nothing changed = nothing recomputed",
+        description=f"{what}, {cron} ({timezone}); nothing changed = nothing recomputed",
         entrypoint_type=EntrypointType.MODULE_PATH,  # importable from any working directory
     )
 

@@ -90,6 +90,17 @@ def profile_version(ws: Workspace, params: LoopParams) -> dict:
     return found
 
 
+def decided_on(ws: Workspace, data: dict) -> int | None:
+    """The iteration that already decided on exactly this traffic (the same prompts and feedback), if any: a
+    scheduled run with nothing new records no second decision on it. An iteration that failed before its decision
+    left no report line, so its traffic is taken up by the next run."""
+    keys = ("prompts", "feedback")
+    for entry in reversed(_entries(ws)):
+        if all((entry.get("data") or {}).get(k) == data.get(k) for k in keys):
+            return entry["iteration"]
+    return None
+
+
 def repro(ws: Workspace) -> None:
     """The loop's pipeline through DVC, as `jouleroute --params <folder>/params.yaml repro` runs it."""
     _dvc(ws.root, "repro", ws.show(ws.dvc_file))
@@ -169,11 +180,15 @@ def record_step(ws: Workspace, params: LoopParams, cfg: LoopConfig, folded: Fold
     return entry
 
 
-def run_iteration(ws: Workspace, params: LoopParams, run_pipeline: Callable[[Workspace], None] = repro) -> dict:
-    """The steps above, in order (module doc); the report entry."""
+def run_iteration(ws: Workspace, params: LoopParams, run_pipeline: Callable[[Workspace], None] = repro
+                  ) -> dict | None:
+    """The steps above, in order (module doc); the report entry, or ``None`` when the traffic is the one the last
+    decision was taken on (``decided_on``)."""
     cfg = ws.config()
     folded = fold_step(ws, params)
     data = data_version(ws)
+    if decided_on(ws, data) is not None:
+        return None
     run_pipeline(ws)
     data |= profile_version(ws, params)
     gate = gate_step(ws, params, cfg)
