@@ -33,7 +33,7 @@ import yaml
 from jouleroute.loop import report, serving
 from jouleroute.loop.fold import Folded, fold
 from jouleroute.loop.gate import PROMOTE, REFUSE, promotion_decision
-from jouleroute.loop.score import CannotScore, paired, policy_picks
+from jouleroute.loop.score import CannotScore, drift, paired, policy_picks
 from jouleroute.loop.workspace import LoopConfig, LoopError, Workspace
 from jouleroute.provenance import file_sha256, git_sha
 
@@ -48,6 +48,8 @@ class LoopParams(Protocol):
     prepare: object  # prepare.prompts: how a prompt's task, and so its query id, is read
     evaluate: object  # evaluate.noninferiority_margin: the gate's default margin
     energy_policy: object  # energy_policy.column: the joules compared
+    baselines: object  # baselines.embedding: the drift figure embeds queries as the routers do
+    gateway: object  # gateway.drift.quantile: the drift figure's threshold, as the gateway's gauge
     tracking: object
 
 
@@ -133,9 +135,12 @@ def gate_step(ws: Workspace, params: LoopParams, cfg: LoopConfig) -> dict:
                        list(test["query_id"]), profile, params.energy_policy.column)
     except CannotScore as error:
         return {**base, "decision": REFUSE, "reason": f"cannot compare on the newest traffic: {error}"}
+    served_queries = served / "queries.parquet"
+    shift = drift(params.baselines.embedding, params.gateway.drift.quantile, pd.read_parquet(served_queries), test) \
+        if served_queries.is_file() else {}
     verdict = promotion_decision(pairs["candidate_correct"], pairs["candidate_energy"], pairs["serving_correct"],
                                  pairs["serving_energy"], margin, cfg.samples, cfg.confidence, cfg.seed)
-    return {**base, **verdict, "n_test": pairs["n_test"], "n_unlabelled": pairs["n_unlabelled"],
+    return {**base, **verdict, "n_test": pairs["n_test"], "n_unlabelled": pairs["n_unlabelled"], "drift": shift,
             "candidate_picks": {k: int(v) for k, v in pairs["candidate_picks"].items()},
             "serving_picks": {k: int(v) for k, v in pairs["serving_picks"].items()}}
 

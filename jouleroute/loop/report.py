@@ -14,7 +14,7 @@ from pathlib import Path
 from jouleroute.atomic import atomic_write_text
 
 COLUMNS = ("iteration", "time", "decision", "served", "n", "acc_candidate", "acc_serving", "acc_diff", "energy_ratio",
-           "prompts", "feedback", "reason")
+           "drift", "prompts", "feedback", "reason")
 
 
 def metrics_of(entry: dict) -> dict[str, float]:
@@ -28,6 +28,8 @@ def metrics_of(entry: dict) -> dict[str, float]:
     for key in ("n_queries", "accuracy_diff", "energy_ratio", "margin", "n_unlabelled", "n_test"):
         if g.get(key) is not None:
             out[key] = g[key]
+    if (g.get("drift") or {}).get("share") is not None:
+        out["drift.share"] = g["drift"]["share"]
     for key in ("accuracy_diff_ci", "energy_ratio_ci"):
         if g.get(key):
             out[f"{key}.low"], out[f"{key}.high"] = g[key]
@@ -103,7 +105,7 @@ def render(entries: list[dict]) -> str:
         cells = [e["iteration"], e["time"], f"**{e['decision']}**", e["served"], g.get("n_queries", ""),
                  _f((g.get("candidate") or {}).get("accuracy")), _f((g.get("serving") or {}).get("accuracy")),
                  _ci(g.get("accuracy_diff"), g.get("accuracy_diff_ci")),
-                 _ci(g.get("energy_ratio"), g.get("energy_ratio_ci")),
+                 _ci(g.get("energy_ratio"), g.get("energy_ratio_ci")), _f((g.get("drift") or {}).get("share")),
                  e["folded"].get("prompts", 0), e["folded"].get("feedback", 0), e["reason"].replace("|", "/")]
         rows.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(rows) + "\n"

@@ -86,3 +86,22 @@ def paired(candidate: PolicyPicks, serving: PolicyPicks, query_ids: list[str], p
             "n_test": len(query_ids), "n_unlabelled": int((~keep).sum()),
             "candidate_picks": dict(pd.Series(candidate.picks).value_counts()),
             "serving_picks": dict(pd.Series(serving.picks).value_counts())}
+
+
+def drift(embedding, quantile: float, training: pd.DataFrame, newest: pd.DataFrame) -> dict:
+    """The gateway's drift figure (gateway/drift.py) on the newest traffic: the share of ``newest``'s queries whose
+    nearest training query (of the policy served now) is farther than the ``quantile`` of the training queries' own
+    nearest-neighbour distances; with the task mix of both."""
+    from jouleroute.gateway.drift import nearest_distances
+    from jouleroute.routing.baselines.embeddings import build_embedder
+
+    train = training[training["split"] == "train"]
+    if len(train) < 2 or newest.empty:
+        return {}
+    embed = build_embedder(embedding.model_copy(update={"cache_dir": None}))
+    known = np.asarray(embed(list(train["question"])), dtype=np.float32)
+    threshold = float(np.quantile(nearest_distances(known, known, exclude_self=True), quantile))
+    distances = nearest_distances(np.asarray(embed(list(newest["question"])), dtype=np.float32), known)
+    mix = lambda frame: {t: round(n / len(frame), 4) for t, n in frame["task"].value_counts().items()}  # noqa: E731
+    return {"share": float(np.mean(distances > threshold)), "threshold": threshold, "quantile": quantile,
+            "n_queries": len(newest), "task_mix_newest": mix(newest), "task_mix_training": mix(train)}

@@ -96,7 +96,6 @@ def rollback(serving: Path) -> Path:
     """Serve the version promoted before the one served now (kept on disk for this); returns it."""
     history = read_history(serving)
     current = serving_folder(serving)
-    earlier = [Path(h["champion"]) for h in history if h.get("previous")]
     for entry in reversed(history):
         if current is not None and Path(entry["champion"]) == current and entry.get("previous"):
             target = Path(entry["previous"])
@@ -104,7 +103,8 @@ def rollback(serving: Path) -> Path:
                 swap(serving, target)
                 append_history(serving, {"champion": str(target), "previous": str(current), "why": "rollback"})
                 return target
-    raise RuntimeError(f"{serving}: no earlier version to roll back to ({len(earlier)} promotion(s) recorded)")
+    raise RuntimeError(f"{serving}: no earlier version to roll back to (serving/history.jsonl names none before "
+                       f"{current})")
 
 
 def read_history(serving: Path) -> list[dict]:

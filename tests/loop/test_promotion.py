@@ -78,6 +78,8 @@ def test_better_is_promoted_and_served_worse_is_refused_and_both_are_mlflow_runs
     assert better["gate"]["candidate"]["accuracy"] > better["gate"]["serving"]["accuracy"]
     assert better["gate"]["energy_ratio"] < 1
     assert better["served"] != first["served"]
+    shift = better["gate"]["drift"]  # the gateway's drift figure on the newest traffic, in the report
+    assert 0 <= shift["share"] <= 1 and shift["task_mix_newest"] == shift["task_mix_training"] == {"user": 1.0}
     assert live._fingerprint() != live._seen  # the file watch sees the swap ...
     outcome = asyncio.run(live.reload("file watch"))  # ... and the reload serves the new version
     assert outcome == {"why": "file watch", "from": first["served"], "to": better["served"], "error": None}
