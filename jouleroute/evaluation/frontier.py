@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jouleroute.best_single import best_single
+from jouleroute.policy.meet import reaches_floor
 
 # Relative tolerance for "beats the oracle": sums of float energies differ in the last bits.
 ORACLE_RTOL = 1e-9
@@ -104,7 +105,7 @@ def savings_captured_pct(acc: float, energy: float, best: Point, oracle: Point, 
     room = best.energy - oracle.energy
     if room <= 0:
         return None
-    if acc < best.accuracy - tolerance - 1e-12:
+    if not reaches_floor(acc, best.accuracy, tolerance):
         return 0.0
     return 100.0 * (best.energy - energy) / room
 

@@ -3,7 +3,7 @@
 For a policy with operating points P (a λ family's sweep, or one point), the **iso-accuracy point** is the
 cheapest point of P whose test accuracy is at least ``acc(best) − tolerance``; the best single model is
 itself a point a user can always choose, so when no point of P qualifies (or the cheapest that does costs
-more) the answer is the best model itself. Then
+more) the answer is the best model itself (``policy.meet.iso_accuracy_point``, the val contest's rule too). Then
 
     energy_share               = E(iso point) / E(best)                         (≤ 1; 1 means no saving)
     oracle_savings_captured_pct = 100 · (E(best) − E(iso point)) / (E(best) − E(oracle))
@@ -20,9 +20,8 @@ from typing import Mapping
 
 import numpy as np
 
+from jouleroute.policy.meet import iso_accuracy_point
 from jouleroute.stats import percentile_interval, resample_counts
-
-_EPS = 1e-12
 
 
 def _means(columns: list[np.ndarray], samples: int, seed: int) -> np.ndarray:
@@ -64,14 +63,11 @@ def iso_accuracy(best_correct: np.ndarray, best_energy: np.ndarray, oracle_energ
     out = {}
     for name, (start, width) in spans.items():
         acc, j = means[:, start:start + width], means[:, start + width:start + 2 * width]
-        qualifies = acc >= (best_acc - tolerance - _EPS)[:, None]
-        cheapest = np.min(np.where(qualifies, j, np.inf), axis=1)
-        iso_j = np.minimum(cheapest, best_j)  # the best model itself is always a choice
-        share = np.where(best_j > 0, iso_j / np.where(best_j > 0, best_j, 1.0), np.nan)
+        column, iso_j, share = iso_accuracy_point(acc, j, best_acc, best_j, tolerance)
         captured = np.where(room > 0, 100.0 * (best_j - iso_j) / np.where(room > 0, room, 1.0), np.nan)
-        reached = bool(np.isfinite(cheapest[0]))
-        k = int(np.argmin(np.where(qualifies[0], j[0], np.inf))) if reached else None
-        uses_point = reached and cheapest[0] <= best_j[0]
+        k = int(column[0])
+        reached = k >= 0
+        uses_point = reached and j[0, k] <= best_j[0]
         points = policies[name][2]
         out[name] = {
             "reached": reached,

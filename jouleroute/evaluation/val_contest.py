@@ -31,6 +31,7 @@ import pandas as pd
 
 from jouleroute.evaluation.label_eval import label_accuracy, load_rows
 from jouleroute.best_single import best_single
+from jouleroute.policy.meet import iso_accuracy_point
 from jouleroute.routing.base import Router, RoutingDecisions, Scores
 from jouleroute.stats import paired_mean_ci, resample_index
 
@@ -112,8 +113,8 @@ def iso_share(contender: Contender, reference: dict | None, tolerance: float) ->
     """The contender's val iso-accuracy energy share (module doc); ``None`` without its points or a reference."""
     if not contender.points or not reference or reference["j_per_query"] <= 0:
         return None
-    ok = [j for acc, j in contender.points.values() if acc >= reference["accuracy"] - tolerance - 1e-12]
-    return min(1.0, min(ok) / reference["j_per_query"]) if ok else 1.0
+    acc, j = zip(*contender.points.values())
+    return float(iso_accuracy_point([acc], [j], reference["accuracy"], reference["j_per_query"], tolerance)[2][0])
 
 
 def baseline_contender(family: str, router: Router, val_rows: Sequence[Mapping], energy_norm: str) -> Contender:

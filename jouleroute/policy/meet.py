@@ -16,6 +16,11 @@ interval of its accuracy difference with the best single (``compare.accuracy_int
 Exact ties after that go to the smallest ``tiebreak`` (the caller's order; the first point by default). When no
 point meets the target the closest is returned with ``met: false`` and a reason (the cheapest for an energy share,
 the most accurate for a floor, the highest lower bound for ``above_best``): a target is never clipped silently.
+
+``reaches_floor`` is every accuracy floor's one test; ``iso_accuracy_point`` applies the iso-accuracy floor to rows
+of operating points at once (a sample and its bootstrap resamples; a contender's val points) for the figure the
+reports give, the iso-accuracy energy share: what the cheapest point as accurate as the best single − tolerance
+costs, as a share of the best single's J/query.
 """
 
 from __future__ import annotations
@@ -38,6 +43,27 @@ class Pick:
     met: bool
     bound: float  # the share (energy_share), the accuracy floor, or the margin (above_best)
     reason: str | None = None
+
+
+def reaches_floor(accuracy, best_accuracy, tolerance: float = 0.0) -> np.ndarray:
+    """Whether each accuracy is at least ``best_accuracy − tolerance`` (to 1e-12: figures from different sums differ
+    in the last bits)."""
+    return np.asarray(accuracy, dtype=float) >= np.asarray(best_accuracy, dtype=float) - tolerance - _EPS
+
+
+def iso_accuracy_point(accuracy, j_per_query, best_accuracy, best_j_per_query,
+                       tolerance: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``accuracy``/``j_per_query`` ([rows, points]) and of the best single's figures ([rows]): the
+    cheapest point that ``reaches_floor`` of the best single − ``tolerance`` (its column; −1 when none does), the
+    J/query of the iso-accuracy point (the best single's own when no point qualifies or the cheapest that does costs
+    more: the best model is always a choice), and that as a share of the best single's (NaN when that is 0)."""
+    acc, joules = np.atleast_2d(np.asarray(accuracy, dtype=float)), np.atleast_2d(np.asarray(j_per_query, dtype=float))
+    best_j = np.atleast_1d(np.asarray(best_j_per_query, dtype=float))
+    masked = np.where(reaches_floor(acc, np.atleast_1d(best_accuracy)[:, None], tolerance), joules, np.inf)
+    cheapest = np.min(masked, axis=1)
+    column = np.where(np.isfinite(cheapest), np.argmin(masked, axis=1), -1)
+    iso_j = np.minimum(cheapest, best_j)
+    return column, iso_j, np.where(best_j > 0, iso_j / np.where(best_j > 0, best_j, 1.0), np.nan)
 
 
 def meet_target(target: Target, accuracy: Sequence[float], share: Sequence[float], best_accuracy,
@@ -83,7 +109,7 @@ def meet_target(target: Target, accuracy: Sequence[float], share: Sequence[float
         return Pick(k, False, target.value, f"no {what} meets above_best {target.value:g}: none is above the best "
                                             f"single's accuracy by that much")
     floor = best - tolerance if target.kind == "iso_accuracy" else np.full(acc.shape, target.value)
-    ok = np.flatnonzero((acc >= floor - _EPS) & allowed)
+    ok = np.flatnonzero(reaches_floor(acc, floor) & allowed)
     if ok.size:
         k = first(ok, shares, -diff)
         return Pick(k, True, float(floor[k]))

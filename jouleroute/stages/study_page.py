@@ -16,6 +16,7 @@ from jouleroute.best_single import best_single
 from jouleroute.evaluation.report import comparison_lines, iso_accuracy_lines
 from jouleroute.evaluation.results_page import FRONTIER_PLOT, results_lines
 from jouleroute.evaluation.val_contest_section import selection_lines
+from jouleroute.policy.meet import reaches_floor
 from jouleroute.replay.pools import public_pools
 from jouleroute.routing.families import learned_families
 from jouleroute.stages.context import StageContext
@@ -130,7 +131,7 @@ def _targets(report: dict, routers: dict, singles: dict, best_name: str, view: s
     if lm_share is not None and rule is not None:
         out.append(f"- Mandatory: the LM router's iso-accuracy energy share is below the fixed rule's (each task to "
                    f"its best model on train): {verdict(lm_share < rule)} (LM {lm_share:.1%}, task_best {rule:.1%}).")
-    ok = {n: s for n, s in lm.items() if s["accuracy"] >= best["accuracy"] - TARGET_ACC_POINTS
+    ok = {n: s for n, s in lm.items() if reaches_floor(s["accuracy"], best["accuracy"], TARGET_ACC_POINTS)
           and s["j_per_query"] <= TARGET_ENERGY_SHARE * best["j_per_query"]}
     out.append(f"- Stretch: within 1 point of {best_name} at ≤ 60% of its energy: "
                + (f"**met** at {sorted(ok)}" if ok else

@@ -16,7 +16,8 @@ VERDICT_WORDS = {"non-inferior", "inferior", "inconclusive"}
 # make a verdict-word set
 ALL_VERDICT_WORDS = VERDICT_WORDS | {"above", "untested", "cheaper", "dearer", "tie", "win", "loss", "better", "worse"}
 RULE_NAMES = {"choose_lambda", "meet_target", "pick_singles", "best_single", "best_column", "single_for_target",
-              "accuracy_verdict", "energy_verdict", "difference_verdict", "verdict", "compare", "share_interval"}
+              "accuracy_verdict", "energy_verdict", "difference_verdict", "verdict", "compare", "share_interval",
+              "reaches_floor", "iso_accuracy_point"}
 COMPARE = REPO / "jouleroute/policy/compare.py"
 RESAMPLING = {COMPARE, REPO / "jouleroute/stats.py"}
 # Known verdict-word sets outside policy/compare.py, in files this check's change did not own; each is still one
@@ -125,6 +126,22 @@ def hand_rolled_intervals(tree: ast.AST) -> list[int]:
         isinstance(n.func.value, ast.Subscript) for arg in call.args for n in ast.walk(arg))]
 
 
+def _names(node: ast.AST) -> set[str]:
+    """Every identifier and string constant in ``node``, lower case."""
+    return {str(getattr(n, "id", None) or getattr(n, "attr", None) or n.value).lower() for n in ast.walk(node)
+            if isinstance(n, (ast.Name, ast.Attribute)) or (isinstance(n, ast.Constant) and isinstance(n.value, str))}
+
+
+def iso_floor_copies(tree: ast.AST) -> list[int]:
+    """Lines comparing with an accuracy minus a tolerance (``acc >= best_acc - tolerance``): the iso-accuracy floor,
+    which policy/meet.py's ``reaches_floor`` and ``iso_accuracy_point`` test (the val contest's share, the test
+    split's iso-accuracy figures, savings captured and the study page's stretch target each wrote it)."""
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare) and any(
+        isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Sub) and any(
+            "tolerance" in n or "acc_points" in n for n in _names(sub.right)) and any(
+            "acc" in n for n in _names(sub.left)) for side in [node.left, *node.comparators] for sub in ast.walk(side))]
+
+
 def test_the_best_single_rule_is_written_once():
     found = [f"{path.relative_to(REPO)}:{line}" for path, tree in _trees()
              if _outside(path, "jouleroute/best_single.py") for line in best_single_copies(tree)]
@@ -156,6 +173,13 @@ def test_the_paired_bootstrap_is_drawn_in_one_place():
                        "share_interval) or stats.paired_mean_ci:\n" + "\n".join(found))
 
 
+def test_the_iso_accuracy_floor_is_written_once():
+    found = [f"{path.relative_to(REPO)}:{line}" for path, tree in _trees() if path != REPO / "jouleroute/policy/meet.py"
+             for line in iso_floor_copies(tree)]
+    assert not found, ("an accuracy compared with the best's minus a tolerance: call policy.meet.reaches_floor or "
+                       "iso_accuracy_point:\n" + "\n".join(found))
+
+
 def test_the_checks_catch_the_copies_they_replaced():
     """Each detector flags the old copies (so none of the checks above passes by finding nothing to look at), and
     reading a verdict is not writing one."""
@@ -178,3 +202,9 @@ def test_the_checks_catch_the_copies_they_replaced():
               "share = percentile_interval(e[index].sum(axis=1) / ref[index].sum(axis=1), confidence)\n")
     assert len(hand_rolled_intervals(ast.parse(pooled))) == 2
     assert not hand_rolled_intervals(ast.parse("ci = percentile_interval(diff[1:], confidence)\n"))
+    floors = ("ok = [j for acc, j in points if acc >= reference['accuracy'] - tolerance - 1e-12]\n"  # val_contest
+              "qualifies = acc >= (best_acc - tolerance - _EPS)[:, None]\n"  # iso_accuracy
+              "if acc < best.accuracy - tolerance - 1e-12:\n    pass\n"  # frontier's savings captured
+              "ok = [n for n, s in lm.items() if s['accuracy'] >= best['accuracy'] - TARGET_ACC_POINTS]\n")
+    assert len(iso_floor_copies(ast.parse(floors))) == 4
+    assert not iso_floor_copies(ast.parse("ok = correct >= top - TIE_TOLERANCE\n"))  # a tie, not a floor
