@@ -78,6 +78,7 @@ def complete_train_tournament(ctx: StageContext, live, column: str, out: Path) -
     finally:
         outcomes.close()
     profile = pd.read_parquet(ctx.path("labelled_profile"))
+    rows = rows.assign(label_source="gold")  # live rollouts grade on gold (params refuse them with other labels)
     full = pd.concat([profile, rows[list(profile.columns)]], ignore_index=True)
     run_router_data(full, pd.read_parquet(ctx.path("queries")), ctx.params.router_data, out, ctx.params.energy_policy)
     spent = rows[[(q, c) in executed for q, c in zip(rows["query_id"], rows["candidate_id"])]]
