@@ -21,7 +21,7 @@ def _loaded(params_path: str, root: str):
     return ws, load_params(ws.params_file)
 
 
-@task(name="fold", cache_policy=NO_CACHE)
+@task(name="fold", task_run_name="fold", cache_policy=NO_CACHE)
 def fold_task(params_path: str, root: str) -> dict:
     """The capture's new lines into the loop's prompts file and feedback table."""
     from jouleroute.loop.iteration import fold_step
@@ -35,7 +35,7 @@ def fold_task(params_path: str, root: str) -> dict:
     return folded.as_dict()
 
 
-@task(name="data-version", cache_policy=NO_CACHE)
+@task(name="data-version", task_run_name="data-version", cache_policy=NO_CACHE)
 def data_version_task(params_path: str, root: str) -> dict:
     """The traffic's version (DVC's md5 of the prompts and feedback, the git sha)."""
     from jouleroute.loop.iteration import data_version
@@ -44,7 +44,7 @@ def data_version_task(params_path: str, root: str) -> dict:
     return data_version(ws)
 
 
-@task(name="gate", cache_policy=NO_CACHE)
+@task(name="gate", task_run_name="gate", cache_policy=NO_CACHE)
 def gate_task(params_path: str, root: str) -> dict:
     """The candidate against the serving policy on the newest held-out traffic (paired intervals)."""
     from jouleroute.loop.iteration import gate_step
@@ -57,7 +57,7 @@ def gate_task(params_path: str, root: str) -> dict:
     return gate
 
 
-@task(name="promote", cache_policy=NO_CACHE)
+@task(name="promote", task_run_name="promote", cache_policy=NO_CACHE)
 def promote_task(params_path: str, root: str, gate: dict, data: dict) -> dict:
     """Promote (a new version, then the atomic swap) or leave the served version as it is."""
     from jouleroute.loop.iteration import profile_version, promote_step
@@ -71,7 +71,7 @@ def promote_task(params_path: str, root: str, gate: dict, data: dict) -> dict:
     return {**promoted, "data": data}
 
 
-@task(name="record", cache_policy=NO_CACHE)
+@task(name="record", task_run_name="record", cache_policy=NO_CACHE)
 def record_task(params_path: str, root: str, folded: dict, gate: dict, promoted: dict) -> dict:
     """The decision as an MLflow run and a line of the loop's report."""
     from jouleroute.loop.fold import Folded
