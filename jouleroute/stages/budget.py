@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 def budget_stage(ctx: StageContext) -> dict:
     from jouleroute.stages.router_training import base_model_dir
+    from jouleroute.labels.scoring import scoring_profile
     from jouleroute.training.budget import BudgetInputs, outcome_rows, run_budget
     from jouleroute.training.router_data import UNPROFILED
 
@@ -34,8 +35,9 @@ def budget_stage(ctx: StageContext) -> dict:
     if not column:
         raise ValueError(f"{data_dir / 'stats.json'}: field 'energy_column' is missing: rerun router_data")
     # the split's outcomes in the column and norm the labels used (router_data's stats.json, router_spec.json)
-    test = outcome_rows(pd.read_parquet(ctx.path("labelled_profile")), pd.read_parquet(ctx.path("queries")),
-                     column, spec["lambdas"], spec["candidates"])
+    # scored as evaluate scores: test on gold where the queries carry it (labels/scoring.py)
+    scored, _ = scoring_profile(pd.read_parquet(ctx.path("labelled_profile")), pd.read_parquet(ctx.path("profile")))
+    test = outcome_rows(scored, pd.read_parquet(ctx.path("queries")), column, spec["lambdas"], spec["candidates"])
     if out_dir.exists():
         shutil.rmtree(out_dir)  # never a stale point: every router here is trained by this run
     inputs = BudgetInputs(data_dir=data_dir, base_model_dir=base_model_dir(ctx), sft_dir=ctx.path("sft_dir"),

@@ -52,8 +52,8 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
                                                                      "evaluate_dir", "embedding_cache")),
                           progress=ctx.progress)
     profile, labels = _scoring_profile(ctx)
-    queries = _sample_split(pd.read_parquet(ctx.path("queries")), p.evaluate.split, p.evaluate.max_queries,
-                            p.evaluate.seed)
+    queries = _sample_split(_labelled_queries(pd.read_parquet(ctx.path("queries")), profile), p.evaluate.split,
+                            p.evaluate.max_queries, p.evaluate.seed)
     candidates = candidate_order(profile, p.candidate_ids, p.profile_source)
     meter = make_meter(p.energy)  # the routers' own overhead is measured with the tournament's meters
     contest = fit_contest(setup, profile, queries, candidates, meter)
@@ -114,6 +114,15 @@ def _scoring_profile(ctx: StageContext) -> tuple[pd.DataFrame, dict]:
         labels["quality"] = {"overall": _figures(quality["overall"]),
                              "by_task": {t: _figures(q) for t, q in quality["by_task"].items()}}
     return profile, labels
+
+
+def _labelled_queries(queries: pd.DataFrame, profile: pd.DataFrame) -> pd.DataFrame:
+    """The queries the scoring profile holds: a query the labels left out (summary.json counts it) is neither
+    trained on nor chosen on; the test split keeps every query that has gold."""
+    kept = queries[queries["query_id"].isin(set(profile["query_id"]))]
+    if len(kept) < len(queries):
+        logger.info("evaluate: %d of %d queries left out by the labels", len(queries) - len(kept), len(queries))
+    return kept
 
 
 def _figures(quality: dict) -> dict:

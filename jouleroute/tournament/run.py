@@ -240,6 +240,9 @@ def finish_tournament(inp: TournamentInputs, plan: TournamentPlan, run_id: str, 
         plan.store.save_state(plan.state)
     profile = plan.store.read_all(list(plan.keys.values()))
     profile = profile[profile["query_id"].isin(set(plan.queries["query_id"]))]
+    # a stored pair keeps its answer, not its split: the query table decides it now (new traffic moves older
+    # queries from test to train, a query table's time-ordered split)
+    profile = profile.assign(split=profile["query_id"].map(plan.queries.set_index("query_id")["split"]))
     _check_complete(profile, plan.queries, inp.pool)
     profile = profile.sort_values(["candidate_id", "query_id"]).reset_index(drop=True)
     write_profile(profile, inp.profile_path)

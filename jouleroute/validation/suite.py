@@ -135,9 +135,13 @@ def profile_expectations(
         out.append(_expect(E.ExpectColumnValuesToBeBetween(column="correct", min_value=0.0, max_value=1.0),
                            "range", "correct is an expected correctness in [0, 1]"))
         if has("invalid"):
+            # a user's score (label_source feedback) judges the answer itself, read by the extractor or not
+            feedback = ' and label_source!="feedback"' if label_column else ""
             out.append(_expect(E.ExpectColumnValuesToBeInSet(column="correct", value_set=[0],
-                                                              row_condition="invalid==1", condition_parser="pandas"),
-                               "range", "an invalid answer (invalid=1) is never counted as correct"))
+                                                              row_condition=f"invalid==1{feedback}",
+                                                              condition_parser="pandas"),
+                               "range", "an invalid answer (invalid=1) is never counted as correct"
+                               + (" (unless a user's feedback scored it)" if label_column else "")))
     elif has("correct", "invalid"):
         out.append(
             _expect(

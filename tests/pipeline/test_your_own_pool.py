@@ -71,7 +71,7 @@ def test_the_recipe_from_an_outcome_table_to_its_own_pipeline(tmp_path, tiny_mod
 
     done = run([str(BIN / "jouleroute"), "--params", "pools/mine/params.yaml", "repro"], root)
     stages = list(read(root / "pools/mine/dvc.yaml"))
-    assert stages == ["import", "validate", "router_data", "sft", "grpo", "budget", "evaluate", "study_page"]
+    assert stages == ["import", "labels", "validate", "router_data", "sft", "grpo", "budget", "evaluate", "study_page"]
     assert all(f"Running stage 'pools/mine/dvc.yaml:{s}'" in done.stdout for s in stages), done.stdout
     assert "up to date" in run([str(BIN / "dvc"), "status", "pools/mine/dvc.yaml"], root).stdout
     headline = json.loads((root / "pools/mine/metrics.json").read_text())

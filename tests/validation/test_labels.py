@@ -54,3 +54,18 @@ def test_a_profile_without_label_source_fails_as_a_labelled_profile(paths, valid
     with pytest.raises(ValidationError, match="label_source"):
         run_validate(paths["profile"], paths["out"], CFG, queries_path=paths["queries"], candidate_ids=CANDIDATES,
                      labels=LabelCheck(False, 1.0, 0.5))
+
+
+def test_a_users_feedback_may_score_an_answer_the_extractor_could_not_read(paths, valid_tables):
+    _, profile = valid_tables
+    unread = profile.assign(invalid=1, correct=1.0, label_source="feedback")
+    write_profile(unread, paths["profile"], schema=LABELLED.set(LABELLED.get_field_index("correct"),
+                                                                pa.field("correct", pa.float64())))
+    result = run_validate(paths["profile"], paths["out"], CFG, queries_path=paths["queries"],
+                          candidate_ids=CANDIDATES, fractional_correct=True, labels=LabelCheck(False, 1.0, 0.5))
+    assert result.success
+    with pytest.raises(ValidationError, match="never counted as correct"):
+        write_profile(unread.assign(label_source="vote"), paths["profile"],
+                      schema=LABELLED.set(LABELLED.get_field_index("correct"), pa.field("correct", pa.float64())))
+        run_validate(paths["profile"], paths["out"], CFG, queries_path=paths["queries"],
+                     candidate_ids=CANDIDATES, fractional_correct=True, labels=LabelCheck(False, 1.0, 0.5))
