@@ -48,6 +48,7 @@ def _data(n: int = 120, seed: int = 4) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _stage_repo(root: Path, profile: pd.DataFrame, queries: pd.DataFrame, **sections):
     from jouleroute.config import load_params
     from jouleroute.stages.context import StageContext
+    from jouleroute.stages.labels import labels_stage
     from jouleroute.training.config import RouterDataConfig
     from jouleroute.training.router_data import run_router_data
 
@@ -60,6 +61,7 @@ def _stage_repo(root: Path, profile: pd.DataFrame, queries: pd.DataFrame, **sect
         ctx.path(name).parent.mkdir(parents=True, exist_ok=True)
     profile.to_parquet(ctx.path("profile"))
     queries.to_parquet(ctx.path("queries"))
+    labels_stage(ctx)  # gold labels: the profile every later stage reads
     run_router_data(profile, queries, RouterDataConfig(), ctx.path("router_data_dir"))
     return ctx
 

@@ -18,6 +18,7 @@ from jouleroute.evaluation.val_contest import Contender, select
 from jouleroute.gateway.app import create_app
 from jouleroute.gateway.build import build_gateway
 from jouleroute.stages.context import StageContext
+from jouleroute.stages.labels import labels_stage
 from jouleroute.evaluation.champion import register
 from jouleroute.stages.evaluate import registry_provenance
 from jouleroute.tracking import champion
@@ -36,6 +37,7 @@ def _params(root, upstream_urls, **extra) -> StageContext:
     for name, frame in (("profile", profile), ("queries", queries)):
         ctx.path(name).parent.mkdir(parents=True, exist_ok=True)
         frame.to_parquet(ctx.path(name))
+    labels_stage(ctx)  # the labelled profile (gold) every later stage and the gateway read
     return ctx
 
 
