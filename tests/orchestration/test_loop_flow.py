@@ -132,9 +132,6 @@ def test_the_loop_deployment_runs_on_its_schedule_and_the_ui_shows_its_runs(chro
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
 
 
-@pytest.mark.xfail(strict=True, reason="the tournament's resume keeps a stored pair's split from when it ran "
-                   "(tournament/run.py finish_tournament reads the shards' split column): new traffic moves the old "
-                   "test queries to train/val, so validate refuses the profile (profile split != query split)")
 def test_new_traffic_reruns_only_new_pairs_and_the_served_version_follows_the_decision(prefect_server, ws):
     from prefect.client.orchestration import get_client  # noqa: F401  (the flow below talks to the same server)
 
