@@ -245,6 +245,30 @@ def capture() -> None:
     print()
 
 
+def loop_run() -> None:
+    """The loop by hand on the embedded default (bench_loop.py, issue 49): traffic, the decision, the reload window."""
+    path = RESULTS / "loop_run.json"  # loop_run-quick.json, a smoke run, is not reported
+    if not path.is_file():
+        return
+    data = json.loads(path.read_text())
+    t, w, d, v = data["traffic"], data["window"], data["decision"], data["versions"]
+    print(f"### The loop by hand (`results/loop_run.json`, {data['requests']} requests, then one iteration under "
+          f"{data['rate_per_s']:g} requests/s)\n")
+    print(conditions_line(data["conditions"]) + "\n")
+    print("| served: answered / failed | captured (torn, dup) | first served | iteration s | decision | acc diff "
+          "| J ratio | version changed | window: requests / failed / hung | by version | target met |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    signed = lambda x: "" if x is None else f"{x:+.3f}"  # noqa: E731
+    by_version = ", ".join(f"{k}: {n}" for k, n in sorted(w.get("by_version", {}).items()))
+    ratio = "" if d["energy_ratio"] is None else f"{d['energy_ratio']:.3f}"
+    print(f"| {t['answered']} / {t['failed']} | {data['capture']['records']} ({data['capture']['torn_lines']}, "
+          f"{data['capture']['duplicates']}) | {data['first_served'].split(':')[0]} | {data['iteration']['wall_s']:g} "
+          f"| {d['decision']} | {signed(d['accuracy_diff'])} | {ratio} "
+          f"| {'yes' if v['changed'] else 'no'} | {w.get('requests', 0)} / {w.get('failed', 0)} / {w.get('hangs', 0)} "
+          f"| {by_version} | {'yes' if w.get('met') else 'no'} |")
+    print()
+
+
 def faults() -> None:
     """One table of every fault measured under load (bench_faults.py, bench_fuzz.py, bench_dask_kill.py)."""
     found = {name: json.loads(path.read_text()) for name in ("faults", "fuzz", "dask_kill")
@@ -400,6 +424,7 @@ def all_tables() -> None:
         gpu_check(path.name)
     faults()
     capture()
+    loop_run()
 
 
 def write_readme(check: bool = False) -> int:

@@ -23,6 +23,8 @@ markers; this script rewrites what lies between them from where the figure comes
     phase-across-pools README.md      λ* per task of every pool, one figure (docs/phase-across-pools.png), from
                                       each pipeline's evaluate metrics
     data-inventory docs/data.md       every dataset the project reads, from data/manifest.yaml and git ls-files
+    loop-run      docs/loop.md        the loop run by hand on the embedded default: traffic, the decision, the
+                                      reload window, from benchmarks/bench_loop.py's record (results/loop_run.json)
 
 A block whose source is not there yet (no run on this machine) is left as it is and named.
 `--check` writes nothing and fails when a block differs from what it would write (the tests run it).
@@ -44,6 +46,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules below
 from figure_sources import ROOT, SourceMissing, need  # noqa: E402
 from pool_figures import cascades, no_gold, phase_across_pools, savings  # noqa: E402
+from loop_figures import loop_run  # noqa: E402
 
 
 def stages() -> str:
@@ -333,6 +336,7 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "router-levers": ("docs/router-training.md", router_levers),
     "router-precision": ("docs/router-training.md", router_precision),
     "grpo-sweep": ("docs/router-training.md", grpo_sweep),
+    "loop-run": ("docs/loop.md", loop_run),
 }
 
 
