@@ -129,18 +129,17 @@ async def _one(session, base: str, q: dict, max_tokens: int) -> dict:
 
 
 async def _traffic(base: str, qs: list[dict], concurrency: int, max_tokens: int, timeout_s: float,
-                   feedback: float, seed: int, bar) -> tuple[list[dict], list[int]]:
+                   feedback: float, bar) -> tuple[list[dict], list[int]]:
     """``qs`` at ``concurrency`` at once; a ``feedback`` share of the answered ones scored. Results, feedback statuses."""
     import aiohttp
 
-    rng = random.Random(seed)
     gate = asyncio.Semaphore(concurrency)
     posted: list[int] = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
-        async def go(q: dict) -> dict:
+        async def go(i: int, q: dict) -> dict:
             async with gate:
                 out = await _one(session, base, q, max_tokens)
-                if out["outcome"] == "answered" and rng.random() < feedback:
+                if out["outcome"] == "answered" and int((i + 1) * feedback) > int(i * feedback):  # every 1/share-th
                     try:
                         async with session.post(f"{base}/v1/feedback", json={
                                 "request_id": out["request_id"], "score": score_of(q, out.get("answer"))}) as r:
@@ -150,7 +149,7 @@ async def _traffic(base: str, qs: list[dict], concurrency: int, max_tokens: int,
                 bar.update(1)
                 return out
 
-        return list(await asyncio.gather(*(go(q) for q in qs))), posted
+        return list(await asyncio.gather(*(go(i, q) for i, q in enumerate(qs)))), posted
 
 
 class OpenLoad:
@@ -253,7 +252,10 @@ def gateway_params(ws, upstreams: dict[str, str], models: dict[str, str], router
     """The workspace's serve.yaml with ``gateway.upstreams`` (and for the bootstrap a fixed ``gateway.router``)."""
     params = yaml.safe_load(ws.serve_params.read_text())
     gateway = params.setdefault("gateway", {})
-    gateway["upstreams"] = {cid: {"kind": "openai", "base_url": url, "served_name": models[cid], "timeout_s": 300.0}
+    gateway["upstreams"] = {cid: {"kind": "openai", "base_url": url, "served_name": models[cid], "timeout_s": 300.0,
+                                   # a serve-model server answers one request at a time: under load a connection
+                                   # waits its turn, which the default 5 s would turn into a 504
+                                   "connect_timeout_s": 300.0}
                             for cid, url in upstreams.items()}
     if router is not None:
         gateway["router"] = router
@@ -477,7 +479,7 @@ def run(args) -> dict:
             qs = [next(stream) for _ in range(args.requests)]
             with tqdm(total=len(qs), desc=f"traffic ({label})", unit="req") as bar:
                 done, posted = asyncio.run(_traffic(base, qs, args.concurrency, args.max_tokens, args.timeout,
-                                                    args.feedback, args.seed, bar))
+                                                    args.feedback, bar))
             out = summary(done)
             if not out["answered"]:
                 raise BenchError(f"traffic ({label}): none of {len(qs)} requests answered; the first: "

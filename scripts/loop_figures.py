@@ -35,11 +35,11 @@ def loop_run() -> str:
         f"--requests {run['requests']} --rate {run['rate_per_s']:g}`, labels `{run['labels']}`, each model behind "
         "`jouleroute serve-model` on loopback._",
         "",
-        f"- **served with capture on**: {t['requests']} completions of the embedded default's tasks "
+        f"- **served with capture on**: {t['requests']} completions of {', '.join(run['tasks'])} "
         f"({t['answered']} answered, {t['failed']} failed, p95 {t['latency_p95_s']} s), {t['feedback_accepted']} "
-        f"scored by `POST /v1/feedback`; the capture folder then held {cap['records']} records "
-        f"({cap['torn_lines']} torn lines, {cap['duplicates']} duplicates) and {cap['feedback_records']} feedback "
-        f"lines. Served first: {first}.",
+        f"scored by `POST /v1/feedback`; at the end of the run (the reload window's requests too) the capture folder "
+        f"held {cap['records']} records ({cap['torn_lines']} torn lines, {cap['duplicates']} duplicates) and "
+        f"{cap['feedback_records']} feedback lines. Served first: {first}.",
         f"- **the iteration**: {run['iteration']['wall_s']:g} s (stages: {stages}; gate, promotion and record "
         f"{run['iteration']['after_stages_s']:g} s).",
         "",
