@@ -31,7 +31,8 @@ def strip_options(question: str, choices: Sequence[str]) -> str:
 
 def choice_frame(task: str, subtask: str, hint: str, question: str, choices: Sequence[str]):
     """``(stem, choice texts, labels)`` for a multiple-choice row, or None for a free-form one."""
-    if task in ("mmlu", "arc_challenge", "arc_easy", "hellaswag"):
+    # options to score; a prompt without them (a user's own, captured) is generated like any open prompt
+    if task in ("mmlu", "arc_challenge", "arc_easy", "hellaswag") and len(choices) >= 2:
         stem = strip_options(question, choices)
         if task == "hellaswag":
             stem = stem.removeprefix(HELLASWAG_LEAD)

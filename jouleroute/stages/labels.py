@@ -30,7 +30,8 @@ def labels_stage(ctx: StageContext) -> dict:
     write_json(labels_dir / "quality.json", result.quality)
     logger.info("labels (%s): %d of %d queries labelled -> %s", result.summary["source"],
                 result.summary["labelled_queries"], result.summary["queries"], ctx.path("labelled_profile"))
-    with ctx.stage_run("labels") as run:
+    sources = ",".join(sorted(map(str, graded["energy_source"].dropna().unique())))  # the labels move no joule
+    with ctx.stage_run("labels", energy_source=sources or None) as run:
         if run is not None:
             run.log_metrics(result.metrics())
             run.set_tags({"label_source": result.summary["source_label"]})
