@@ -31,6 +31,9 @@ N_QUERIES = 4  # the scratch profile: 4 queries x the pool's candidates
 
 # --- the scratch project --------------------------------------------------------------------------------------
 
+LABELLED = "labels/profile.parquet"  # the labels stage's profile, what every later stage reads
+
+
 def _queries() -> pd.DataFrame:
     return pd.DataFrame([dict(query_id=f"gsm8k/{i}", task="gsm8k", subtask="", split=split, question=f"q{i}",
                               choices_json="[]", gold="1", source_file="x.jsonl", source_row=i)
@@ -54,6 +57,7 @@ def _profile(candidates: list[str]) -> pd.DataFrame:
 def make_project(root: Path) -> Path:
     """params.yaml (tracking off), dvc.yaml, the data manifest, and every stage's inputs up to evaluate's, with a
     profile that passed validation (its report as `validate` writes it)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())
@@ -63,10 +67,16 @@ def make_project(root: Path) -> Path:
     (root / "data").mkdir()
     shutil.copy2(REPO / "data/manifest.yaml", root / "data/manifest.yaml")
     art = root / "artifacts"
-    for folder in ("prepare", "tournament", "validate", "router_data", "models", "sft/model", "grpo", "budget"):
+    for folder in ("prepare", "tournament", "labels", "validate", "router_data", "models", "sft/model", "grpo",
+                   "budget"):
         (art / folder).mkdir(parents=True)
     _queries().to_parquet(art / "prepare/queries.parquet")
-    pq.write_table(_profile([c["candidate_id"] for c in params["pool"]]), art / "tournament/profile.parquet")
+    profile = _profile([c["candidate_id"] for c in params["pool"]])
+    pq.write_table(profile, art / "tournament/profile.parquet")
+    # the labels stage's outputs: gold labels, every query kept
+    pq.write_table(profile.append_column("label_source", pa.array(["gold"] * profile.num_rows)), art / LABELLED)
+    (art / "labels/summary.json").write_text(json.dumps({"coverage": 1.0, "unlabelled_query_ids": []}))
+    (art / "labels/quality.json").write_text(json.dumps({"measured": False}))
     (art / "tournament/run.json").write_text("{}\n")
     rows = N_QUERIES * len(params["pool"])
     _report(root, success=True, n_rows=rows)
@@ -78,7 +88,7 @@ def make_project(root: Path) -> Path:
 
 def _report(root: Path, success: bool, n_rows: int) -> None:
     summary = (f"Profile validation {'passed' if success else 'FAILED (2 of 74 expectations)'}: "
-               f"artifacts/tournament/profile.parquet ({n_rows} rows)")
+               f"artifacts/{LABELLED} ({n_rows} rows)")
     (root / "artifacts/validate/report.json").write_text(json.dumps({"success": success, "n_rows": n_rows,
                                                                      "summary": summary}))
 
@@ -94,7 +104,7 @@ def _remove(relative: str) -> Callable[[Path], None]:
 def _zero_rows(root: Path) -> None:
     import pyarrow.parquet as pq
 
-    path = root / "artifacts/tournament/profile.parquet"
+    path = root / "artifacts" / LABELLED
     pq.write_table(pq.read_table(path).slice(0, 0), path)
 
 
@@ -105,7 +115,7 @@ def _drop_query_column(root: Path) -> None:
 def _drop_profile_rows(root: Path) -> None:
     import pyarrow.parquet as pq
 
-    path = root / "artifacts/tournament/profile.parquet"
+    path = root / "artifacts" / LABELLED
     pq.write_table(pq.read_table(path).slice(0, 2), path)
 
 
@@ -150,16 +160,18 @@ class Case:
 STAGE_CASES = [
     Case("prepare", "the data root `data/external/` missing (a clone without `make setup`)", _no_data_root),
     Case("prepare", "a dataset missing from the data root", _data_root_without_gsm8k),
-    Case("validate", "`profile.parquet` missing", _remove("artifacts/tournament/profile.parquet")),
-    Case("validate", "`profile.parquet` empty (0 bytes)", _write("artifacts/tournament/profile.parquet", b"")),
-    Case("validate", "`profile.parquet` corrupt (not parquet)", _write("artifacts/tournament/profile.parquet",
-                                                                       CORRUPT)),
+    Case("labels", "the tournament's `profile.parquet` missing", _remove("artifacts/tournament/profile.parquet")),
+    Case("labels", "the tournament's `profile.parquet` corrupt", _write("artifacts/tournament/profile.parquet",
+                                                                        CORRUPT)),
+    Case("validate", "`profile.parquet` missing", _remove("artifacts/" + LABELLED)),
+    Case("validate", "`profile.parquet` empty (0 bytes)", _write("artifacts/" + LABELLED, b"")),
+    Case("validate", "`profile.parquet` corrupt (not parquet)", _write("artifacts/" + LABELLED, CORRUPT)),
     Case("validate", "`profile.parquet` with 0 rows", _zero_rows),
     Case("validate", "`queries.parquet` without its `split` column (wrong schema)", _drop_query_column),
     Case("validate", "`run.json` (the tournament's record) not JSON", _write("artifacts/tournament/run.json",
                                                                              b"{not json")),
-    Case("router_data", "`profile.parquet` corrupt", _write("artifacts/tournament/profile.parquet", CORRUPT)),
-    Case("router_data", "`profile.parquet` empty (0 bytes)", _write("artifacts/tournament/profile.parquet", b"")),
+    Case("router_data", "`profile.parquet` corrupt", _write("artifacts/" + LABELLED, CORRUPT)),
+    Case("router_data", "`profile.parquet` empty (0 bytes)", _write("artifacts/" + LABELLED, b"")),
     Case("router_data", "`profile.parquet` with 0 rows", _zero_rows),
     Case("router_data", "no validation (`artifacts/validate/` missing)", _remove("artifacts/validate")),
     Case("router_data", "no validation report (`report.json` missing)", _remove("artifacts/validate/report.json")),

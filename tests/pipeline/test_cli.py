@@ -71,6 +71,7 @@ def test_corrupted_profile_fails_validate_with_a_named_problem(tiny_repo, tmp_pa
     # without a fresh interpreter's imports (torch, Great Expectations) per case
     monkeypatch.chdir(work)
     capsys.readouterr()
+    assert main(["labels"]) == 0  # gold labels pass the rows on as they are: validate names the problem
     assert main(["validate"]) == 1
     err = capsys.readouterr().err
     assert expected in err.lower() or expected in err
@@ -121,7 +122,7 @@ def test_a_missing_input_is_one_line_naming_the_stage_to_run(tmp_path):
     done = run([str(BIN / "jouleroute"), "validate"], tmp_path, check=False)
     assert done.returncode == 1
     line = _one_error_line(done.stderr, "validate")
-    assert "artifacts/tournament/profile.parquet" in line and "`dvc repro tournament`" in line
+    assert "artifacts/labels/profile.parquet" in line and "`dvc repro labels`" in line
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     debug = run([str(BIN / "jouleroute"), "validate", "--debug"], tmp_path, check=False)
     assert debug.returncode == 1 and "Traceback" in debug.stderr
@@ -158,7 +159,7 @@ def _copy_inputs(tiny_repo, work):
     """The profile and its validation: stages after `validate` refuse a profile that did not pass it."""
     if not (tiny_repo / "artifacts/validate/report.json").exists():
         run([str(BIN / "dvc"), "repro", "validate"], tiny_repo)
-    for item in ("artifacts/prepare", "artifacts/tournament", "artifacts/validate", "params.yaml"):
+    for item in ("artifacts/prepare", "artifacts/tournament", "artifacts/labels", "artifacts/validate", "params.yaml"):
         (shutil.copytree if (tiny_repo / item).is_dir() else shutil.copy2)(tiny_repo / item, work / item)
 
 
@@ -178,10 +179,10 @@ def test_an_unavailable_meter_is_one_line(tiny_repo, tmp_path, monkeypatch, caps
 
 def test_mixed_energy_sources_are_one_line(tiny_repo, tmp_path, monkeypatch, capsys):
     _copy_inputs(tiny_repo, tmp_path)
-    path = tmp_path / "artifacts/tournament/profile.parquet"
-    profile = pd.read_parquet(path)
-    profile.loc[profile["candidate_id"] == profile["candidate_id"].iloc[0], "energy_source"] = "modelled"
-    profile.to_parquet(path)
+    for path in (tmp_path / "artifacts/tournament/profile.parquet", tmp_path / "artifacts/labels/profile.parquet"):
+        profile = pd.read_parquet(path)
+        profile.loc[profile["candidate_id"] == profile["candidate_id"].iloc[0], "energy_source"] = "modelled"
+        profile.to_parquet(path)
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
     params["tracking"]["enabled"] = False
     params["baselines"]["families"] = ["random"]  # the error comes from scoring, not from the routers

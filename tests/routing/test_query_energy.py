@@ -122,7 +122,7 @@ def test_a_configured_router_with_query_energy_decides_with_it(tmp_path):
 
     profile, queries = _tables()
     p = Params()
-    for name, frame in (("profile", profile), ("queries", queries)):
+    for name, frame in (("labelled_profile", profile.assign(label_source="gold")), ("queries", queries)):
         path = p.paths.resolve(name, tmp_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         frame.to_parquet(path)
