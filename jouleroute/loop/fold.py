@@ -143,7 +143,12 @@ def _new_records(path: Path, offset: int) -> tuple[list[dict], int, int]:
 
 def prompt_line(record: dict) -> dict | None:
     """A capture record as a prompts-file line (a chat-completions request with its time and task), or ``None``
-    when the record kept no prompt (hashed) or has no user text."""
+    when the record kept no prompt (hashed), has no user text, or the gateway refused it as malformed (a 4xx: not
+    traffic to learn from). A request the gateway failed to answer (a 5xx, an overloaded upstream) is still a
+    user's prompt: the tournament answers it with every candidate."""
+    status = (record.get("served") or {}).get("status")
+    if isinstance(status, int) and 400 <= status < 500:
+        return None
     messages = record.get("messages")
     if messages is None and isinstance(record.get("prompt"), str):  # /v1/completions: the prompt is the user turn
         messages = [{"role": "user", "content": record["prompt"]}]

@@ -93,3 +93,12 @@ def test_a_fold_killed_before_its_state_was_written_folds_nothing_twice(tmp_path
     _paths(tmp_path)[2].unlink()  # as if killed between writing the data and the state
     done = _fold(tmp_path, capture, cfg)
     assert (done.prompts, done.feedback, done.duplicates) == (0, 0, 4)
+
+
+def test_a_refused_request_is_no_traffic_but_a_failed_answer_is():
+    from jouleroute.loop.fold import prompt_line
+
+    record = {"request_id": "r", "created": 1.0, "messages": [{"role": "user", "content": "What is 2 plus 2?"}]}
+    assert prompt_line({**record, "served": {"status": 422}}) is None
+    assert prompt_line({**record, "served": {"status": 502}})["messages"] == record["messages"]
+    assert prompt_line({**record, "served": {"status": 200}})["request_id"] == "r"
