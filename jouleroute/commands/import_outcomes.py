@@ -19,7 +19,8 @@ def import_command(ctx: StageContext, args: argparse.Namespace | None = None) ->
         from jouleroute.commands.pool_init import init_pool
         from jouleroute.commands.prompts_init import render
 
-        written = init_pool(ctx.root, args.init, None, render(args.init.strip("/"), args.prompts, args.reference))
+        files = render(args.init.strip("/"), args.prompts, args.reference, ctx.root)
+        written = init_pool(ctx.root, args.init, None, files)
         folder = written[0].parent.relative_to(ctx.root)
         print(f"wrote {', '.join(str(p.relative_to(ctx.root)) for p in written)}: set pool: and models: to your "
               f"candidates, then `jouleroute --params {folder}/params.yaml repro`; docs/your-own-pool.md")

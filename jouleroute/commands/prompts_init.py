@@ -54,8 +54,9 @@ def render(folder: str, prompts: str, reference: str | None = None, root: Path =
         raise StageFailed(f"--init {folder}: give a folder with a name, e.g. pools/mine")
     params = yaml.safe_load((root / "params.yaml").read_text())
     main = PathsConfig(**params["paths"]).model_dump()
-    params["paths"] = {k: v if k in SHARED else f"{folder}/{v}" for k, v in main.items()} | {
-        "mlflow_db": f"mlruns/{name}/mlflow.db", "study_doc": f"{folder}/report.md", "headline": f"{folder}/metrics.json"}
+    own = {"mlflow_db": f"mlruns/{name}/mlflow.db", "study_doc": f"{folder}/report.md",
+           "headline": f"{folder}/metrics.json"}
+    params["paths"] = {k: v if k in SHARED else f"{folder}/{v}" for k, v in main.items()} | own
     params["prepare"] = {"source": "prompts", "prompts": {"file": prompts}}
     params["labels"] = {**params.get("labels", {}), "source": "reference" if reference else "vote",
                         "reference": reference}
