@@ -5,7 +5,7 @@ scripts/heldout_studies.py writes the held-out presets: the same stages with the
 first stage `import` (the table -> queries + profile) in place of `replay`, every output under
 ``DIR/artifacts/``, its MLflow store in ``mlruns/<name>/``, its headline and report in ``DIR``. Like a study's,
 its stages run at the repository root (``wdir``), and every path in both files is relative to the root. Then
-`jouleroute --params DIR/params.yaml repro` runs import -> validate -> router_data -> sft -> grpo -> budget ->
+`jouleroute --params DIR/params.yaml repro` runs import -> labels -> validate -> router_data -> sft -> grpo -> budget ->
 evaluate -> study_page, and `jouleroute --params DIR/params.yaml serve` serves its champion
 (docs/your-own-pool.md).
 """
