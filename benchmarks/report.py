@@ -269,6 +269,40 @@ def loop_run() -> None:
     print()
 
 
+def reload() -> None:
+    """Hot reload under load (bench_reload.py, issue 49): policy swaps and a SIGHUP under open-loop traffic."""
+    path = RESULTS / "reload.json"
+    if not path.is_file():
+        return
+    data = json.loads(path.read_text())
+    c, cap = data["conditions"], data["capture"]
+    print(f"### Hot reload under load (`results/reload.json`, {data['rate_per_s']:g} requests/s for "
+          f"{data['seconds']:g} s, {data['swaps']} swaps and one SIGHUP, reload_poll_s {data['reload_poll_s']:g}, "
+          f"upstreams answering at once)\n")
+    print(conditions_line(c) + f" Usable cores {c['usable_cpus']}.\n")
+    print("| sent | answered | failed | hung | by version | unexpected versions | swap: first new answer after s "
+          "(old answers after it) | capture: records / torn / duplicates / answered not captured / version differs "
+          "| target met |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    names = {v: k for k, v in data["versions"].items()}
+    by_version = ", ".join(f"{names.get(v, v)}: {n}" for v, n in sorted(data["by_version"].items(),
+                                                                        key=lambda kv: names.get(kv[0], kv[0])))
+    swaps = ", ".join(f"{e['event']} {names.get(e['to'], e['to'])}: {e['first_new_answer_after_s']} "
+                      f"({e['old_after_first_new']})" for e in data["events"] if e["event"] != "sighup")
+    print(f"| {data['sent']} | {data['answered']} | {data['failed']} | {data['hung']} | {by_version} "
+          f"| {len(data['unexpected_versions'])} | {swaps} | {cap['records']} / {cap['torn_lines']} / "
+          f"{cap['duplicates']} / {cap['answered_not_captured']} / {cap['version_differs_from_header']} "
+          f"| {'yes' if data['met'] else 'no'} |")
+    print()
+    print(f"Latency by when the request was sent (the {data['window_s']:g} s after an event are 'during' it):\n")
+    print("| phase | requests | p50 s | p95 s | max s |")
+    print("|---|---|---|---|---|")
+    for phase, p in data["latency"].items():
+        if p["requests"]:
+            print(f"| {phase} | {p['requests']} | {p['p50_s']} | {p['p95_s']} | {p['max_s']} |")
+    print()
+
+
 def faults() -> None:
     """One table of every fault measured under load (bench_faults.py, bench_fuzz.py, bench_dask_kill.py)."""
     found = {name: json.loads(path.read_text()) for name in ("faults", "fuzz", "dask_kill")
@@ -424,6 +458,7 @@ def all_tables() -> None:
         gpu_check(path.name)
     faults()
     capture()
+    reload()
     loop_run()
 
 
