@@ -33,6 +33,9 @@ from heldout_studies import sync_presets  # noqa: E402  (the same write-or-check
 INPUTS = ("data_root", "data_manifest", "data_dir", "queries", "models_dir", "shards_dir", "live_pairs_dir",
           "profile", "profile_meta", "tournament_summary", "embedding_cache", "trunk_cache")
 PRODUCERS = ("prepare", "models", "tournament", "outcomes", "replay", "embedded_page")  # the base's own stages
+# the budget curve (what profiling a share of the train queries buys) is its base pipeline's question, not what the
+# labels cost; it is also a study's dearest stage: a preset leaves it out, and its page has no budget section
+LEFT_OUT = ("budget",)
 
 
 REFERENCE = "llama-3.1-405b"  # the strongest model of the public math pool: its study is found by it
@@ -94,8 +97,10 @@ def render_dvc(name: str, preset: dict) -> dict:
 
     base = preset["base"]
     _, dvc = _base_files(base)
-    keep = {k: v for k, v in dvc["stages"].items() if k not in PRODUCERS or (base is None and k == "tournament")}
+    keep = {k: v for k, v in dvc["stages"].items()
+            if k not in PRODUCERS + LEFT_OUT or (base is None and k == "tournament")}
     keep.setdefault(PAGE_STAGE, page_stage(ROOT))
+    keep[PAGE_STAGE] = {**keep[PAGE_STAGE], "deps": [d for d in keep[PAGE_STAGE]["deps"] if "budget_dir" not in d]}
     out = as_study(keep, f"studies/{name}/params.yaml", "../..")
     if base is None:  # the preset's own tournament writes its own profile; the shard store is the main one's
         out["tournament"]["outs"] = ["${paths.profile}", "${paths.profile_meta}", "${paths.tournament_summary}"]

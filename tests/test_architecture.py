@@ -209,8 +209,9 @@ def test_a_lambda_experiment_reruns_only_what_reads_the_deployed_lambda():
     report that quotes them. Training, its held-out check and the budget curve route at every λ."""
     assert table.rerun_by("router.lam", REPO / "dvc.yaml") == ["evaluate", "embedded_page"]
     for dvc_yaml in DVC_FILES:
-        for name in ("sft", "grpo", "budget"):
-            params = table.read(dvc_yaml)[name].params
+        stages = table.read(dvc_yaml)
+        for name in [n for n in ("sft", "grpo", "budget") if n in stages]:  # a no-gold preset has no budget
+            params = stages[name].params
             assert "router" not in params and "router.lam" not in params, (dvc_yaml, name)
 
 
