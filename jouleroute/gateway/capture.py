@@ -144,19 +144,32 @@ class CaptureRead:
     segments: int
 
 
+def json_lines(blob: bytes) -> tuple[list[dict], int]:
+    """The JSON objects of ``blob``'s lines, and how many lines were unreadable (torn, or not an object)."""
+    records, bad = [], 0
+    for raw in blob.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            bad += 1
+    return records, bad
+
+
 def read_capture(folder: Path, stream: str = CAPTURE) -> CaptureRead:
     """Read ``stream``'s segments in ``folder`` (module doc): a torn last line is skipped and counted."""
     records, torn, seen, dupes = [], 0, set(), 0
     paths = sorted(Path(folder).glob(f"{stream}-*.jsonl"))
     for path in paths:
-        for raw in path.read_bytes().split(b"\n"):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                torn += 1
-                continue
+        parsed, unreadable = json_lines(path.read_bytes())
+        torn += unreadable
+        for record in parsed:
             key = record.get("request_id") if stream == CAPTURE else None
             if key is not None and key in seen:
                 dupes += 1

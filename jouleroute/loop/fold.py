@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jouleroute.atomic import atomic_write_text
-from jouleroute.gateway.capture import CAPTURE, FEEDBACK
+from jouleroute.gateway.capture import CAPTURE, FEEDBACK, json_lines
 
 logger = logging.getLogger(__name__)
 
@@ -125,19 +125,7 @@ def _new_records(path: Path, offset: int) -> tuple[list[dict], int, int]:
         handle.seek(offset)
         blob = handle.read()
     end = blob.rfind(b"\n") + 1  # what follows the last newline is a line still being written (or torn)
-    records, bad = [], 0
-    for raw in blob[:end].split(b"\n"):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            bad += 1
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-        else:
-            bad += 1
+    records, bad = json_lines(blob[:end])
     return records, end, bad
 
 
