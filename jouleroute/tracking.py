@@ -325,14 +325,25 @@ def champion(uri: str | None, experiment: str) -> dict[str, str] | None:
 
 def tag_router_version(uri: str | None, experiment: str, version: str | None, tags: dict[str, Any]) -> str | None:
     """Add tags (e.g. the evaluation's AIQ) to the registered router ``version``: the one the grpo stage
-    recorded in its outputs (``grpo_dir/mlflow_run.json``), never found by recency."""
+    recorded in its outputs (``grpo_dir/mlflow_run.json``), never found by recency. Returns the version, or
+    ``None`` (a warning) when the store does not hold that version: the grpo stage registered it in a store that
+    was since removed or moved (``paths.mlflow_db``); the evaluation's own run is logged either way."""
     if not uri or not version:
         return None
     from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
 
     client = MlflowClient(tracking_uri=uri)
+    name = registered_name(experiment)
+    try:
+        client.get_model_version(name, str(version))
+    except MlflowException:
+        logger.warning("%s version %s is not in the MLflow store %s (the grpo stage registered it in a store since "
+                       "removed or moved): its evaluation tags are not added; rerun grpo to register it here",
+                       name, version, uri)
+        return None
     for key, value in mlflow_keys(tags).items():
-        client.set_model_version_tag(registered_name(experiment), str(version), key, str(value))
+        client.set_model_version_tag(name, str(version), key, str(value))
     return str(version)
 
 

@@ -110,6 +110,8 @@ def test_register_router_adds_a_tagged_version_per_call(tmp_path, migrated_db):
                                             {"lambda_min": 0.0, "lambda_max": 2.0}))
     assert versions == ["1", "2"]
     assert tag_router_version(uri, "jouleroute", "2", {"aiq": 0.5}) == "2"
+    # a version this store never registered (grpo ran against a store since removed): a warning, not a failed stage
+    assert tag_router_version(uri, "jouleroute", "9", {"aiq": 0.5}) is None
     assert "aiq" not in MlflowClient(tracking_uri=uri).get_model_version("jouleroute-router", "1").tags
     client = MlflowClient(tracking_uri=uri)
     latest = client.get_model_version("jouleroute-router", "2")
