@@ -49,6 +49,9 @@ class PathsConfig(StrictModel):
     mlflow_db: str = "mlruns/mlflow.db"
     study_doc: str = "docs/replay-study.md"  # a study's generated page (study_page); its plot goes beside it
     headline: str = "metrics.json"  # tracked in git: the compact figures of `dvc metrics show/diff`, `dvc exp show`
+    # a pipeline trained on labels without gold: the headline of the same pool's pipeline trained on gold, whose
+    # deployed point its study page shows beside its own (the no-gold presets, scripts/no_gold_studies.py)
+    gold_headline: str | None = None
 
     def resolve(self, name: str, root: Path) -> Path:
         return (root / getattr(self, name)).resolve()
@@ -66,7 +69,8 @@ def relative_to(path: Path, root: Path) -> str:
 # namespace of its name, so a copy never overwrites what a dvc.yaml tracks. Inputs and the content-keyed caches
 # stay shared: the external data root and its manifest, the benchmark data, the converted models (a copy that converts models needs paths.models_dir of its
 # own, refused otherwise), the embedding and trunk-feature caches.
-SHARED_PATHS = ("data_root", "data_manifest", "data_dir", "models_dir", "embedding_cache", "trunk_cache")
+SHARED_PATHS = ("data_root", "data_manifest", "data_dir", "models_dir", "embedding_cache", "trunk_cache",
+                "gold_headline")  # inputs and caches a copy reads where they are (gold_headline: another pipeline's)
 
 
 def namespace_of(params_path: Path) -> str:
@@ -84,7 +88,7 @@ def namespaced(paths: PathsConfig, main: PathsConfig, name: str) -> tuple[PathsC
     moved, update = [], {}
     for key in type(paths).model_fields:
         value = getattr(paths, key)
-        if key in SHARED_PATHS or value != getattr(main, key):
+        if value is None or key in SHARED_PATHS or value != getattr(main, key):
             continue
         head, _, rest = value.partition("/")
         update[key] = f"{head}/{name}/{rest}" if head in (ARTIFACTS, "mlruns") and rest else artifact(name, value)

@@ -58,7 +58,8 @@ def cascades() -> str:
                 f"{pct(c['oof_energy_share_of_best'])}")
             ci = "" if c["ci_low"] is None else f" [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"
             share_ci = "" if c["share_ci_low"] is None else f" [{pct(c['share_ci_low'])}, {pct(c['share_ci_high'])}]"
-            chosen = "most accurate at ≤ the best's energy" if name == "decision" else name
+            chosen = {"decision": "most accurate at ≤ the best's energy",
+                      "router_target": f"`router.target`: {_target_of(pool)}"}.get(name, name)
             rows.append(f"| {label} | {chosen} | `{c['chain']}` | {oof} | {c['accuracy_diff_vs_best']:+.3f}{ci} "
                         f"| {pct(c['energy_share_of_best'])}{share_ci} | {c['verdict']} |")
     return "\n".join(rows)
@@ -125,8 +126,8 @@ def no_gold() -> str:
     gold-trained pipeline's deployed policy on the same pool."""
     pipelines = dict(_evaluated_pipelines())
     rows = ["| preset | labels | labels vs gold per task: precision / recall of 'correct', agreement [95% CI] "
-            "| deployed on labels: policy, accuracy − best [95% CI], verdict, energy share [95% CI] "
-            "| deployed on gold (same pool) |", "|---|---|---|---|---|"]
+            "| target (`router.target`) | deployed on labels: policy, accuracy − best [95% CI], verdict, energy share "
+            "[95% CI] | deployed on gold (same pool): the same |", "|---|---|---|---|---|---|"]
     for name in sorted(n for n in pipelines if n.startswith("nogold-")):
         metrics, base = pipelines[name], _base_of(name)
         labels = metrics.get("labels") or {}
@@ -137,9 +138,19 @@ def no_gold() -> str:
             if q.get("agreement") is not None) or "n/a"
         coverage = f"{100 * labels['coverage']:.0f}% of queries" if labels.get("coverage") is not None else ""
         rows.append(f"| `{name}` | `{labels.get('source_label', '?')}` ({coverage}; test on "
-                    f"{labels.get('test_scored_on', '?')}) | {per_task} | {_deployed_cell(metrics)} "
-                    f"| `{base}`: {_deployed_cell(pipelines.get(base, {}))} |")
+                    f"{labels.get('test_scored_on', '?')}) | {per_task} | {_target_of(name)} "
+                    f"| {_deployed_cell(metrics)} | `{base}` ({_target_of(base)}): "
+                    f"{_deployed_cell(pipelines.get(base, {}))} |")
     return "\n".join(rows)
+
+
+def _target_of(pipeline: str) -> str:
+    """The deployment target a pipeline's params state (``router.target``; null: iso-accuracy)."""
+    from jouleroute.config import load_params
+    from jouleroute.policy.target import effective_target
+
+    folder = ROOT if pipeline == "embedded" else ROOT / "studies" / pipeline
+    return effective_target(load_params(folder / "params.yaml").router.target).describe()
 
 
 def _base_of(preset: str) -> str:

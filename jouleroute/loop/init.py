@@ -23,6 +23,7 @@ stage added there is in the next loop made), the way `jouleroute import --init` 
 from __future__ import annotations
 
 import copy
+import logging
 import os
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from jouleroute.paths import SHARED_PATHS, PathsConfig
 
 LEFT_OUT = ("models", "budget")  # shared with the main pipeline / not part of deploying
 FIRST, LAST = "prepare", "evaluate"
+logger = logging.getLogger(__name__)
 
 
 def loop_stages(main_dvc: dict, rel: str) -> dict:
@@ -62,6 +64,8 @@ def loop_paths(main_paths: dict, rel: str, name: str) -> dict:
     paths = {}
     for key, field in PathsConfig.model_fields.items():
         value = main_paths.get(key, field.default)
+        if value is None:  # an optional path the main params leave unset
+            continue
         if key in SHARED_PATHS:
             paths[key] = value
         elif value.startswith("mlruns/"):
@@ -139,6 +143,11 @@ def adopt(ws: Workspace, champion: Path, queries: Path, profile: Path) -> Path |
     record = read_champion(champion)
     if record is None or not record.get("deployed"):
         return None
+    for what, path in (("training queries", queries), ("labelled profile", profile)):
+        if not path.is_file():
+            logger.warning("adopting %s without its %s (%s is missing): the loop measures no drift against this "
+                           "first version; run the main pipeline's stages first to keep them", ws.show(champion),
+                           what, ws.show(path))
     folder = serving.write_version(ws.serving, ws.root, champion, queries, profile,
                                    {"data": {"adopted_from": ws.show(champion), "git_sha": git_sha(ws.root)}})
     serving.swap(ws.serving, folder)

@@ -10,7 +10,8 @@ brings out-of-fold outcomes, so its figures carry no winner's curse. ``choose_ac
    that accuracy interval lies above −margin (a cheaper policy replaces the best single only when selection's
    uncertainty allows it, not by its point estimate);
 3. meets the target by the one rule (policy/meet.py) across every admissible policy, and apart among the singles
-   (the single the target picks alone, the reference of every gain);
+   (the single the target picks alone, the reference of every gain); equal figures go to the simpler kind
+   (``SIMPLER_FIRST``);
 4. deploys a route or a cascade only when it also pays over that single (a paired interval of its J/query ratio
    below 1 for an accuracy target, of its accuracy difference above 0 for an energy share); otherwise the single.
 
@@ -31,6 +32,9 @@ from jouleroute.policy.target import Target
 
 _EPS = 1e-12
 ROUTE, SINGLE, CASCADE = "route", "single", "cascade"
+# equal figures go to the policy with fewer moving parts: one model, then a router, then a chain (a one-model
+# chain that scores exactly as that model is that model)
+SIMPLER_FIRST = (SINGLE, ROUTE, CASCADE)
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,8 @@ def choose_across_kinds(target: Target, kinds: Sequence[PolicyOutcomes], m, tole
                              [figures[i]["energy_share_of_best"] for i in rows],
                              [figures[i]["best_accuracy"] for i in rows], tolerance,
                              [figures[i]["accuracy_diff_ci"][0] if figures[i]["accuracy_diff_ci"] else None
-                              for i in rows], what="policy", admissible=[admissible[i] for i in rows])
+                              for i in rows], what="policy", admissible=[admissible[i] for i in rows],
+                             tiebreak=[SIMPLER_FIRST.index(kinds[i].kind) * len(kinds) + i for i in rows])
         return rows[chosen.index], chosen
     best, met = pick(list(range(len(kinds))))
     singles = [i for i, p in enumerate(kinds) if p.kind == SINGLE]

@@ -52,6 +52,7 @@ def study_page_stage(ctx: StageContext) -> Path:
         *results_lines(report, _frontier_plot(ctx, out)),
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
+    lines += _gold_beside(ctx)  # a pipeline trained on labels without gold: the gold-trained point beside
     lines += ["", "## Targets", ""] + _targets(report, routers, singles, best_name, view)
     lines += comparison_lines(report.get("aiq_difference"))  # LM − each baseline, paired-bootstrap CI
     lines += iso_accuracy_lines(report.get("iso_accuracy"))  # hindsight: chosen on test, the deployed point's bound
@@ -70,6 +71,30 @@ def study_page_stage(ctx: StageContext) -> Path:
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
     return out
+
+
+def _gold_beside(ctx: StageContext) -> list[str]:
+    """This pipeline's deployed point (trained on labels without gold, scored on gold test) beside the deployed
+    point of the same pool's pipeline trained on gold (``paths.gold_headline``); nothing when it names none."""
+    from jouleroute.policy.target import effective_target
+
+    if ctx.params.paths.gold_headline is None:
+        return []
+    gold_path = ctx.path("gold_headline")
+    if not gold_path.is_file():
+        raise FileNotFoundError(f"paths.gold_headline: {_rel(gold_path, ctx.root)} does not exist; run the "
+                                "gold-trained pipeline it names first (its headline is committed with its locks)")
+    gold = json.loads(gold_path.read_text())
+    ours = json.loads(ctx.path("headline").read_text())
+    target = effective_target(ctx.params.router.target).describe()
+    row = lambda what, h: (f"| {what} | `{h.get('labels', '?')}` | {h['dep']['kind']} {h['dep']['name']} "  # noqa: E731
+                           f"| {h['dep']['dacc']:+.3f} | {h['dep']['verdict']} | {h['dep']['share']:.0%} |")
+    return ["", "## Without gold, beside the same pool trained on gold", "",
+            f"This pipeline's policy was trained and chosen on labels without gold (target: {target}); its test "
+            f"split is scored on gold. The same pool's pipeline trained on gold (`{_rel(gold_path, ctx.root)}`, its "
+            "own target) deployed the second row. Accuracy is against the best single on gold test.", "",
+            "| trained on | labels | deployed | accuracy − best | verdict | energy share of the best |",
+            "|---|---|---|---:|---|---:|", row("these labels", ours), row("gold", gold)]
 
 
 MODELLED = ("energy and latency are modelled per request from ML.ENERGY leaderboard measurements (H100, vLLM), from "

@@ -76,6 +76,18 @@ def test_an_energy_share_target_deploys_the_most_accurate_policy_within_the_shar
     assert out["policy"] == CASCADE and out["single"] == "small"
 
 
+def test_a_one_model_chain_scoring_as_that_model_is_deployed_as_the_single_when_no_policy_meets_the_target():
+    """No policy meets a 0.5 energy share (the cheap model is dearer here): the fallback is the cheapest, and a
+    chain of the best model alone ties it exactly; equal figures go to the simpler kind."""
+    n = 300
+    m = _matrix(np.stack([np.ones(n), np.zeros(n)], axis=1), np.tile([10.0, 12.0], (n, 1)), ["big", "dear"])
+    alone = _policy(CASCADE, "big", m, np.ones(n), np.full(n, 10.0))  # listed first, as evaluate lists kinds
+    out = choose_across_kinds(Target(energy_share=0.5), [alone, *singles_as_policies(m)], m, 0.01, 0.03, 200, 0,
+                              0.95)
+    assert out["policy"] == SINGLE and out["deployed"]["name"] == "big"
+    assert not out["met_on_selection_across_kinds"] and "energy_share 0.5" in out["reason_across_kinds"]
+
+
 def test_every_policy_kind_is_served_through_one_table_and_a_bad_record_is_one_line():
     import pytest
 
