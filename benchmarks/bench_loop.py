@@ -14,7 +14,8 @@
 4. **one iteration**: `jouleroute-flow --params <workspace>/params.yaml loop` (fold, data version, the loop's
    stages, gate, promote or refuse, record), each stage timed as it lands in the workspace's dvc.lock;
 5. **the reload window**: from the moment evaluate finishes (the gate and the promotion follow) until the gateway
-   has served the decided version for ``--settle`` s, completions open loop at ``--rate``/s, each with a
+   has served the decided version for ``--settle`` s, completions open loop at ``--rate``/s (default: half the rate
+   the real models answered step 3 at, so the window measures the reload, not their capacity), each with a
    ``--timeout``: answered, failed, hung (no answer within the timeout), and answered by each policy version
    (``X-Jouleroute-Policy-Version``), every one checked to be the old or the new. Target: 0 failed, 0 hung.
 
@@ -22,11 +23,11 @@ When the workspace serves nothing after init (no main pipeline champion here), a
 the same traffic served by the reference candidate alone (``gateway.router: always``), one iteration that
 promotes the first version without a comparison; the measured round (3-5) then runs against it.
 
-Writes ``benchmarks/results/loop_run.json`` (``loop_run-quick.json`` with ``--quick``: 20 requests at 5/s): the
+Writes ``benchmarks/results/loop_run.json`` (``loop_run-quick.json`` with ``--quick``: 20 requests): the
 request and capture counts, the decision with its figures (the workspace's report.jsonl), the versions before and
 after, the window's counts, the wall time of every step and the machine.
 
-    .venv/bin/python benchmarks/bench_loop.py [--requests 300] [--rate 20] [--workspace loops/embedded] [--quick]
+    .venv/bin/python benchmarks/bench_loop.py [--requests 300] [--rate R] [--workspace loops/embedded] [--quick]
 """
 
 from __future__ import annotations
@@ -36,11 +37,9 @@ import asyncio
 import itertools
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -49,236 +48,12 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_gateway import free_port, stop, wait_ready  # noqa: E402
+from bench_gateway import free_port  # noqa: E402
+from loop_traffic import (BenchError, OpenLoad, Processes, capture_gauges, closed_loop, gateway_params,  # noqa: E402
+                          questions, readyz, summary)
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-
-
-class BenchError(RuntimeError):
-    """The run cannot go on; the message says what to do (printed as one line)."""
-
-
-# --- questions -------------------------------------------------------------------------------------
-
-def questions(root: Path, seed: int, tasks: list[str] | None = None) -> list[dict]:
-    """Every question of the embedded default's tasks that its prepare stage does not pick (its query table is
-    rebuilt, so the exclusion holds with or without artifacts/prepare), interleaved task by task, seeded."""
-    from jouleroute.benchmarks import get_task
-    from jouleroute.benchmarks.prepare import build_queries
-    from jouleroute.config import load_params
-
-    params = load_params(root / "params.yaml")
-    data_dir = params.paths.resolve("data_dir", root)
-    if not data_dir.is_dir():
-        raise BenchError(f"{data_dir}: no benchmark files; run `.venv/bin/jouleroute data fetch` (docs/data.md)")
-    used = set(build_queries(params.prepare, data_dir).column("query_id").to_pylist())
-    rng = random.Random(seed)
-    per_task = []
-    for name in tasks or params.prepare.samples:
-        if name not in params.prepare.samples:
-            raise BenchError(f"--tasks {name}: not a task of the embedded default ({', '.join(params.prepare.samples)})")
-        task = get_task(name)
-        docs = [d for d in task.load(data_dir) if d["query_id"] not in used]
-        rng.shuffle(docs)
-        per_task.append([{"task": name, "query_id": d["query_id"], "question": d["question"], "gold": d["gold"],
-                          "choices": d["choices"]} for d in docs])
-    mixed = []
-    for i in range(max(len(docs) for docs in per_task)):
-        mixed += [docs[i] for docs in per_task if i < len(docs)]
-    return mixed
-
-
-def body_of(q: dict, max_tokens: int) -> dict:
-    """A completion, not a chat: the pool's gemma3-270m has no chat template, so its server refuses ``messages``
-    (the capture keeps the prompt as the user turn either way)."""
-    return {"model": "jouleroute-auto", "prompt": q["question"], "max_tokens": max_tokens, "task": q["task"]}
-
-
-def score_of(q: dict, answer: str) -> float:
-    """The served answer graded on gold by its task's grader: a user's verdict, as `POST /v1/feedback` takes it."""
-    from jouleroute.benchmarks import get_task
-
-    return float(get_task(q["task"]).grade(answer or "", q["gold"], q["choices"]).correct)
-
-
-# --- the client ------------------------------------------------------------------------------------
-
-async def _one(session, base: str, q: dict, max_tokens: int) -> dict:
-    import aiohttp
-
-    sent = time.perf_counter()
-    out = {"task": q["task"], "status": None, "version": None, "candidate": None, "request_id": None,
-           "outcome": "failed", "error": None, "latency_s": None, "sent_s": sent}
-    try:
-        async with session.post(f"{base}/v1/completions", json=body_of(q, max_tokens)) as r:
-            raw = await r.read()
-            out |= {"status": r.status, "version": r.headers.get("X-Jouleroute-Policy-Version"),
-                    "candidate": r.headers.get("X-Jouleroute-Candidate"), "request_id": r.headers.get("X-Request-Id")}
-            if r.status == 200:
-                out["outcome"] = "answered"
-                out["answer"] = json.loads(raw)["choices"][0].get("text") or ""
-            else:
-                out["error"] = raw[:200].decode("utf-8", "replace")
-    except asyncio.TimeoutError:
-        out |= {"outcome": "hang", "error": "no answer within the timeout"}
-    except aiohttp.ClientError as error:
-        out["error"] = f"{type(error).__name__}: {error}"
-    out["latency_s"] = time.perf_counter() - sent
-    return out
-
-
-async def _traffic(base: str, qs: list[dict], concurrency: int, max_tokens: int, timeout_s: float,
-                   feedback: float, bar) -> tuple[list[dict], list[int]]:
-    """``qs`` at ``concurrency`` at once; a ``feedback`` share of the answered ones scored. Results, feedback statuses."""
-    import aiohttp
-
-    gate = asyncio.Semaphore(concurrency)
-    posted: list[int] = []
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
-        async def go(i: int, q: dict) -> dict:
-            async with gate:
-                out = await _one(session, base, q, max_tokens)
-                if out["outcome"] == "answered" and int((i + 1) * feedback) > int(i * feedback):  # every 1/share-th
-                    try:
-                        async with session.post(f"{base}/v1/feedback", json={
-                                "request_id": out["request_id"], "score": score_of(q, out.get("answer"))}) as r:
-                            posted.append(r.status)
-                    except (aiohttp.ClientError, asyncio.TimeoutError):
-                        posted.append(0)
-                bar.update(1)
-                return out
-
-        return list(await asyncio.gather(*(go(i, q) for i, q in enumerate(qs)))), posted
-
-
-class OpenLoad:
-    """Completions at a fixed rate (open loop: sent on schedule whether or not earlier ones answered), in a thread of
-    its own, until ``stop``; each request ends by its answer, an error or the timeout (a hang)."""
-
-    def __init__(self, base: str, qs, rate: float, timeout_s: float, max_tokens: int, bar) -> None:
-        self.base, self.qs, self.rate, self.timeout_s, self.max_tokens, self.bar = base, qs, rate, timeout_s, max_tokens, bar
-        self.results: list[dict] = []
-        self.started = self.stopped = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-
-    def start(self) -> "OpenLoad":
-        self.started = time.perf_counter()
-        self._thread.start()
-        return self
-
-    def stop(self) -> list[dict]:
-        self._stop.set()
-        self._thread.join()
-        return self.results
-
-    async def _run(self) -> None:
-        import aiohttp
-
-        limits = aiohttp.TCPConnector(limit=0)
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-                                         connector=limits) as session:
-            tasks, i, t0 = [], 0, time.perf_counter()
-            while not self._stop.is_set():
-                task = asyncio.create_task(_one(session, self.base, next(self.qs), self.max_tokens))
-                task.add_done_callback(lambda _: self.bar.update(1))
-                tasks.append(task)
-                i += 1
-                await asyncio.sleep(max(0.0, t0 + i / self.rate - time.perf_counter()))
-            self.stopped = time.perf_counter()
-            self.results = list(await asyncio.gather(*tasks))
-
-
-def summary(results: list[dict], since: float | None = None) -> dict:
-    import numpy as np
-
-    answered = [r for r in results if r["outcome"] == "answered"]
-    lat = [r["latency_s"] for r in answered]
-    versions: dict[str, int] = {}
-    for r in answered:
-        versions[r["version"]] = versions.get(r["version"], 0) + 1
-    failed = [r for r in results if r["outcome"] == "failed"]
-    statuses: dict[str, int] = {}
-    for r in failed:
-        key = str(r["status"]) if r["status"] is not None else (r["error"] or "error").split(":")[0]
-        statuses[key] = statuses.get(key, 0) + 1
-    candidates: dict[str, int] = {}
-    for r in answered:
-        candidates[r["candidate"]] = candidates.get(r["candidate"], 0) + 1
-    return {"requests": len(results), "answered": len(answered), "failed": len(failed),
-            "hangs": sum(r["outcome"] == "hang" for r in results), "failed_by": statuses,
-            "by_version": versions, "by_candidate": candidates,
-            "latency_p50_s": round(float(np.percentile(lat, 50)), 3) if lat else None,
-            "latency_p95_s": round(float(np.percentile(lat, 95)), 3) if lat else None,
-            "latency_max_s": round(max(lat), 3) if lat else None,
-            "first_error": next((r["error"] for r in failed), None)}
-
-
-# --- the processes ---------------------------------------------------------------------------------
-
-class Processes:
-    """The servers this run started, each logging to a file; stopped in reverse order however the run ends."""
-
-    def __init__(self, logs: Path) -> None:
-        self.logs, self.procs = logs, []
-
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        env = {k: v for k, v in os.environ.items() if k != "JOULEROUTE_API_KEYS"} | {"TOKENIZERS_PARALLELISM": "false"}
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=(self.logs / f"{name}.log").open("w"),
-                                stderr=subprocess.STDOUT, env=env)
-        self.procs.append((name, proc))
-        return proc
-
-    def stop(self, proc: subprocess.Popen) -> None:
-        stop(proc)
-        self.procs = [(n, p) for n, p in self.procs if p is not proc]
-
-    def stop_all(self) -> None:
-        for _, proc in reversed(self.procs):
-            stop(proc)
-        self.procs = []
-
-    def ready(self, name: str, proc: subprocess.Popen, url: str, timeout_s: float) -> None:
-        try:
-            wait_ready(url, proc, timeout_s)
-        except RuntimeError as error:
-            tail = (self.logs / f"{name}.log").read_text(errors="replace").strip().splitlines()[-3:]
-            raise BenchError(f"{name}: {error}; its log ({self.logs / f'{name}.log'}) ends: {' / '.join(tail)}") \
-                from None
-
-
-def gateway_params(ws, upstreams: dict[str, str], models: dict[str, str], router: dict | None, path: Path) -> Path:
-    """The workspace's serve.yaml with ``gateway.upstreams`` (and for the bootstrap a fixed ``gateway.router``)."""
-    params = yaml.safe_load(ws.serve_params.read_text())
-    gateway = params.setdefault("gateway", {})
-    gateway["upstreams"] = {cid: {"kind": "openai", "base_url": url, "served_name": models[cid], "timeout_s": 300.0,
-                                   # a serve-model server answers one request at a time: under load a connection
-                                   # waits its turn, which the default 5 s would turn into a 504
-                                   "connect_timeout_s": 300.0}
-                            for cid, url in upstreams.items()}
-    if router is not None:
-        gateway["router"] = router
-    path.write_text(f"# {ws.rel}/serve.yaml for benchmarks/bench_loop.py: its pool behind `jouleroute serve-model` "
-                    "servers on this run's ports.\n" + yaml.safe_dump(params, sort_keys=False))
-    return path
-
-
-def readyz(base: str) -> dict:
-    import httpx
-
-    return httpx.get(f"{base}/readyz", timeout=10).json()
-
-
-def capture_gauges(base: str) -> dict:
-    import httpx
-
-    found = {}
-    for line in httpx.get(f"{base}/metrics", timeout=10).text.splitlines():
-        for key in ("capture_records", "capture_dropped", "feedback_records"):
-            if line.startswith(f"jouleroute_gateway_{key} "):
-                found[key] = int(float(line.split()[-1]))
-    return found
 
 
 # --- the iteration ---------------------------------------------------------------------------------
@@ -359,21 +134,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workspace", default="loops/embedded", help="the loop workspace to create (must not exist)")
     parser.add_argument("--requests", type=int, default=300, help="requests served with capture on before the iteration")
-    parser.add_argument("--rate", type=float, default=20.0, help="requests/s while the iteration promotes")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="requests/s while the iteration promotes (default: half the rate the real models "
+                             "answered the measured traffic at, so the window measures the reload, not their "
+                             "capacity; bench_reload.py measures the reload at 20/s)")
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight while serving the traffic")
     parser.add_argument("--feedback", type=float, default=0.1, help="share of answered requests scored by a user")
     parser.add_argument("--labels", default="reference:gemma3-loglik", help="loop --init --labels")
     parser.add_argument("--max-tokens", type=int, default=16, help="max_tokens of every request")
     parser.add_argument("--timeout", type=float, default=60.0, help="s: a request unanswered by then is a hang")
-    parser.add_argument("--settle", type=float, default=10.0,
+    parser.add_argument("--settle", type=float, default=60.0,
                         help="s the load goes on once the decided version is served (or after a refusal)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each serve-model server")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tasks", help="comma-separated: only these of the embedded default's tasks (default: all)")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 20 requests, 5/s; writes loop_run-quick.json")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 20 requests; writes loop_run-quick.json")
     args = parser.parse_args()
     if args.quick:
-        args.requests, args.rate = min(args.requests, 20), min(args.rate, 5.0)
+        args.requests = min(args.requests, 20)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         result = run(args)
@@ -440,7 +218,7 @@ def run(args) -> dict:
     result: dict = {"quick": args.quick, "workspace": ws.rel, "capture": capture, "labels": args.labels,
                     "requests": args.requests, "rate_per_s": args.rate, "concurrency": args.concurrency,
                     "max_tokens": args.max_tokens, "timeout_s": args.timeout, "feedback_share": args.feedback,
-                    "settle_s": args.settle,
+                    "settle_s": args.settle, "seed": args.seed,
                     "first_served": "adopted: the main pipeline's deployed policy" if adopted else
                     "bootstrap: no main pipeline champion here, so a first iteration served it",
                     "tasks": args.tasks.split(",") if args.tasks else list(main_params.prepare.samples)}
@@ -478,7 +256,7 @@ def run(args) -> dict:
         def traffic(base: str, label: str) -> dict:
             qs = [next(stream) for _ in range(args.requests)]
             with tqdm(total=len(qs), desc=f"traffic ({label})", unit="req") as bar:
-                done, posted = asyncio.run(_traffic(base, qs, args.concurrency, args.max_tokens, args.timeout,
+                done, posted = asyncio.run(closed_loop(base, qs, args.concurrency, args.max_tokens, args.timeout,
                                                     args.feedback, bar))
             out = summary(done)
             if not out["answered"]:
@@ -508,6 +286,12 @@ def run(args) -> dict:
         proc, base = timed("gateway_ready", lambda: start_gateway("gateway", None))
         before = readyz(base)["version"]
         result["traffic"] = timed("traffic", lambda: traffic(base, "measured"))
+        capacity = result["traffic"]["answered"] / max(walls["traffic"], 1e-9)
+        result["traffic"]["answered_per_s"] = round(capacity, 3)
+        if args.rate is None:  # a sustainable open-loop rate: half what the models answered at closed loop
+            args.rate = round(capacity / 2, 3)
+            result["rate_per_s"] = args.rate
+            result["rate_chosen_by"] = "half the measured traffic's answered rate"
 
         window: dict = {}
         load_box: dict = {}

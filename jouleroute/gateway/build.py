@@ -26,6 +26,7 @@ from jouleroute.gateway.measured import MeasuredEnergy
 from jouleroute.gateway.remote import RemoteUpstream
 from jouleroute.gateway.router_build import Params, build_router, champion_dir, check_registry
 from jouleroute.gateway.upstreams import InProcessUpstream, Upstream
+from jouleroute.gateway.version import record_version
 from jouleroute.policy.choose import CASCADE, ROUTE, SINGLE
 from jouleroute.policy.kinds import deployed_policy, describe
 
@@ -138,14 +139,11 @@ def drift_monitor(p: Params, cfg: GatewayConfig, root: Path, registry):
 
 
 def policy_version(p: Params, cfg: GatewayConfig, root: Path, record: dict | None) -> str:
-    """The served policy's version: the deployed record's content hash (champion.json names its evaluate run), or
-    the router ``gateway.router`` names."""
-    import hashlib
-
+    """The served policy's version (``record_version`` of its champion.json), or the router ``gateway.router``
+    names."""
     if record is None:
         return f"gateway.router:{cfg.router.kind}"
-    raw = (champion_dir(p, root) / "champion.json").read_bytes()
-    return f"{record['deployed']['kind']}:{hashlib.sha256(raw).hexdigest()[:12]}"
+    return record_version((champion_dir(p, root) / "champion.json").read_bytes())
 
 
 class _Parts:

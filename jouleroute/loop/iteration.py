@@ -137,7 +137,8 @@ def gate_step(ws: Workspace, params: LoopParams, cfg: LoopConfig) -> dict:
         return {**base, "decision": REFUSE, "reason": f"cannot compare on the newest traffic: {error}"}
     served_queries = served / "queries.parquet"
     shift = drift(params.baselines.embedding, params.gateway.drift.quantile, pd.read_parquet(served_queries), test) \
-        if served_queries.is_file() else {}
+        if served_queries.is_file() else {"skipped": f"{ws.show(served)} holds no queries.parquet (adopted before "
+                                          "the main pipeline's prepare had run): nothing to measure drift against"}
     verdict = promotion_decision(pairs["candidate_correct"], pairs["candidate_energy"], pairs["serving_correct"],
                                  pairs["serving_energy"], margin, cfg.samples, cfg.confidence, cfg.seed)
     return {**base, **verdict, "n_test": pairs["n_test"], "n_unlabelled": pairs["n_unlabelled"], "drift": shift,

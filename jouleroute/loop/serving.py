@@ -19,7 +19,6 @@ leaves the link untouched.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 
 from jouleroute.atomic import atomic_write_text
+from jouleroute.gateway.version import record_version
 
 LINK = "champion"
 RECORD = "champion.json"
@@ -43,11 +43,9 @@ def serving_folder(serving: Path) -> Path | None:
 
 
 def policy_version(champion: Path) -> str:
-    """The version a gateway reports for a champion folder (``X-Jouleroute-Policy-Version``: gateway/build.py's
-    ``policy_version``): the deployed kind and the head of champion.json's sha256."""
-    raw = (champion / RECORD).read_bytes()
-    kind = (json.loads(raw).get("deployed") or {}).get("kind", "route")
-    return f"{kind}:{hashlib.sha256(raw).hexdigest()[:12]}"
+    """The version a gateway reports for a champion folder (``X-Jouleroute-Policy-Version``): gateway/version.py's
+    ``record_version`` of its champion.json, the same before and after promotion stamps ``trained_on``."""
+    return record_version((champion / RECORD).read_bytes())
 
 
 def write_version(serving: Path, root: Path, champion: Path, queries: Path, profile: Path, provenance: dict) -> Path:

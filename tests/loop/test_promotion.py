@@ -78,6 +78,8 @@ def test_better_is_promoted_and_served_worse_is_refused_and_both_are_mlflow_runs
     assert better["gate"]["candidate"]["accuracy"] > better["gate"]["serving"]["accuracy"]
     assert better["gate"]["energy_ratio"] < 1
     assert better["served"] != first["served"]
+    # the version the gate compared is the version promoted and served: stamping trained_on changes neither
+    assert better["candidate_version"] == better["served"] == better["gate"]["candidate_version"]
     shift = better["gate"]["drift"]  # the gateway's drift figure on the newest traffic, in the report
     assert 0 <= shift["share"] <= 1 and shift["task_mix_newest"] == shift["task_mix_training"] == {"user": 1.0}
     assert live._fingerprint() != live._seen  # the file watch sees the swap ...
@@ -118,3 +120,26 @@ def test_main_params_fixture_is_a_valid_params_file(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(main_params()))
     assert [c.candidate_id for c in load_params(path).pool] == list(CANDIDATES)
+
+
+def test_the_main_pipelines_champion_is_adopted_first_and_without_its_queries_drift_says_why(workspace, caplog):
+    """`--init` serves the main pipeline's deployed policy as version 1 (loop/init.adopt); adopted without the
+    main pipeline's queries (its prepare never ran here) it warns, and the gate's drift names the reason."""
+    import logging
+
+    from jouleroute.loop.init import adopt
+    from tests.loop.conftest import single_champion
+
+    ws = workspace
+    main_champion = single_champion(ws.root / "artifacts/evaluate/champion", "tiny-b")
+    with caplog.at_level(logging.WARNING, logger="jouleroute.loop.init"):
+        first = adopt(ws, main_champion, ws.root / "artifacts/prepare/queries.parquet",
+                      ws.root / "artifacts/labels/profile.parquet")
+    assert "without its training queries" in caplog.text and "artifacts/prepare/queries.parquet" in caplog.text
+    assert serving.serving_folder(ws.serving) == first.resolve()
+    params = load_params(ws.params_file)
+    pipeline_outputs(ws, params, "tiny-a", ACCURATE, ENERGY)
+    fold_step(ws, params)
+    gate = gate_step(ws, params, ws.config())
+    assert gate["serving_version"] == serving.policy_version(first)
+    assert "holds no queries.parquet" in gate["drift"]["skipped"]
