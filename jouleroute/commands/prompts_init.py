@@ -56,7 +56,7 @@ def render(folder: str, prompts: str, reference: str | None = None, root: Path =
     main = PathsConfig(**params["paths"]).model_dump()
     own = {"mlflow_db": f"mlruns/{name}/mlflow.db", "study_doc": f"{folder}/report.md",
            "headline": f"{folder}/metrics.json"}
-    params["paths"] = {k: v if k in SHARED else f"{folder}/{v}" for k, v in main.items()} | own
+    params["paths"] = {k: v if k in SHARED else f"{folder}/{v}" for k, v in main.items() if v is not None} | own
     params["prepare"] = {"source": "prompts", "prompts": {"file": prompts}}
     params["labels"] = {**params.get("labels", {}), "source": "reference" if reference else "vote",
                         "reference": reference}
