@@ -17,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from jouleroute.evaluation.contest import Contest, EvaluateSetup, unmetered_scores
-from jouleroute.policy.choose import CASCADE, SINGLE
+from jouleroute.policy.choose import SINGLE
+from jouleroute.policy.kinds import kind_of
 from jouleroute.evaluation.val_contest import Contender, choose
 from jouleroute.routing.blend import blend_scores
 from jouleroute.routing.scores import Scores
@@ -166,11 +167,11 @@ def champion_artifact(setup: EvaluateSetup, contest: Contest, selection: dict, d
             saved[key] = router
     record["query_energy"] = with_energy  # the parts that decide with per-query energy
     decisions = None  # what the gateway must reproduce on test: the route's choices, or the single model's
-    if test_scores is not None and deployment["policy"] != CASCADE:  # a cascade's calls are its chain's, no choice
+    picks = kind_of(deployment).picks  # None: a cascade, whose calls are its chain's
+    if test_scores is not None and picks is not None:
         chosen = test_scores.decide(lam)
-        picks = ([deployment["single"]] * len(chosen.query_ids) if deployment["policy"] == SINGLE
-                 else chosen.candidate_ids)
-        decisions = pd.DataFrame({"query_id": chosen.query_ids, "candidate_id": picks})
+        decisions = pd.DataFrame({"query_id": chosen.query_ids,
+                                  "candidate_id": picks(deployment, chosen.candidate_ids)})
     return record, saved, decisions
 
 
@@ -206,18 +207,3 @@ def register(selection: dict | None, lam: float, run_id: str | None, tracking_ur
     logger.info("champion %s registered as %s version %s (alias %s)", win["name"], selection["registered_model"],
                 version, selection["alias"])
     return version
-
-
-DEPLOYED_CHAIN = "chain.json"  # beside champion.json when the deployed policy is a cascade (gateway/build.py reads it)
-
-
-def write_deployed_chain(deployed: dict, folder: Path) -> Path:
-    """The deployed cascade's chain file (jouleroute/cascade/artifact.py) in the champion folder: what
-    `jouleroute serve` runs with no options when the deployment chose a cascade."""
-    from jouleroute.cascade.artifact import ChainArtifact
-    from jouleroute.cascade.chain import Chain
-
-    chain = Chain(tuple(tuple(s) for s in deployed["stages"]), deployed["max_output_tokens"])
-    path = folder / DEPLOYED_CHAIN
-    ChainArtifact(chain, "deployed", deployed.get("selection") or {}).write(path)
-    return path

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from jouleroute.evaluation.outcomes import ProfileMatrix, build_matrix
+from jouleroute.policy.kinds import kind_of
 from jouleroute.policy.route import score_deployed
 from jouleroute.policy.singles import pick_singles
 from jouleroute.routing.scores import RoutingDecisions
@@ -80,10 +81,10 @@ DEPLOYED = "deployed"  # the deployed point's name among the routers of a report
 def deployed_decisions(deployment: dict, scores) -> RoutingDecisions:
     """The deployed point's test decisions: the champion's ``scores`` decided at the deployed λ, or every query
     sent to the single model deployed when routing does not pay on selection data (no router runs: no cost)."""
-    chosen = scores.decide(deployment["lam"])
-    if deployment.get("policy") != "single":
+    chosen, kind = scores.decide(deployment["lam"]), kind_of(deployment)
+    if kind.routes or kind.picks is None:  # the router's own decisions and cost (a chain's: they stand in)
         return chosen
-    return RoutingDecisions(list(chosen.query_ids), [deployment["single"]] * len(chosen.query_ids))
+    return RoutingDecisions(list(chosen.query_ids), kind.picks(deployment, chosen.candidate_ids))
 
 
 def deployed_block(m: ProfileMatrix, outcome, deployment: dict, with_overhead: bool, margin: float, samples: int,
@@ -100,11 +101,9 @@ def deployed_block(m: ProfileMatrix, outcome, deployment: dict, with_overhead: b
 
     test = scored(with_overhead) | {"overhead_metered": outcome.overhead_source != "none",
                                     "view": "with_overhead" if with_overhead else "models_only"}
-    if deployment.get("policy") == "single":  # no router runs: nothing of its own to meter
-        test |= {"routing": f"routing not deployed: {deployment['single']} serves every "
-                                                      "query (no route or cascade paid on selection data)"}
-    elif deployment.get("policy") == "cascade":
-        test |= {"routing": f"the cascade {deployment['deployed']['name']} serves every query"}
+    serves = kind_of(deployment).serves(deployment)  # a single model or a chain: no router of its own to meter
+    if serves:
+        test |= {"routing": serves}
     if with_overhead:  # the models' energy alone too: what the router's choices save, before its own cost
         keep = ("j_per_query", "energy_share_of_best", "energy_share_of_best_ci", "routing_gain", "routing_gain_ci",
                 "routing")

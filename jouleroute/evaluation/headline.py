@@ -6,6 +6,7 @@ Pure python (no torch), so `jouleroute where` can print it without loading the r
 from __future__ import annotations
 
 from jouleroute.best_single import best_single
+from jouleroute.policy.kinds import kind_of
 
 
 def headline_rows(metrics: dict, reference_lam: float) -> dict[str, dict]:
@@ -56,10 +57,9 @@ def headline(metrics: dict, reference_lam: float) -> dict:
     out: dict = {}
     dep = metrics.get("deployed")
     if dep:
-        kind = dep.get("policy", "route")
-        name = {"single": dep.get("single"), "cascade": (dep.get("deployed_name") or "").replace(" ", "")}
-        out["dep"] = {"kind": kind, "name": name.get(kind, dep["champion"]),
-                      "lam": r(dep["lam"]) if kind == "route" else None, "acc": r(dep["accuracy"]),
+        kind = kind_of(dep)
+        out["dep"] = {"kind": kind.name, "name": kind.compact(dep),
+                      "lam": r(dep["lam"]) if kind.routes else None, "acc": r(dep["accuracy"]),
                       "dacc": r(dep["accuracy_diff_vs_best"]), "share": r(dep["energy_share_of_best"]),
                       "gain": r(dep["routing_gain"]), "verdict": dep["noninferiority"]}
         out["best"] = dep["best_single"]

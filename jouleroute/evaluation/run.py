@@ -276,7 +276,9 @@ def run_evaluate(
         from jouleroute.evaluation.deployed import DEPLOYED, deployed_block
         from jouleroute.evaluation.outcomes import cascade_outcome, router_outcome
 
-        outcome = (cascade_outcome(profile, matrix, deployment["deployed"]) if deployment["policy"] == "cascade"
+        from jouleroute.policy.kinds import kind_of
+
+        outcome = (cascade_outcome(profile, matrix, deployment["deployed"]) if kind_of(deployment).picks is None
                    else router_outcome(matrix, next(r for r in runs if r.name == DEPLOYED)))
         report["deployed"] = clean(deployed_block(matrix, outcome, deployment, VIEWS[report["headline_view"]],
                                                   cfg.noninferiority_margin, cfg.bootstrap_samples, cfg.confidence,

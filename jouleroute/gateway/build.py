@@ -28,7 +28,7 @@ from jouleroute.gateway.router_build import Params, build_router, champion_dir, 
 from jouleroute.gateway.upstreams import InProcessUpstream, Upstream
 from jouleroute.gateway.version import record_version
 from jouleroute.policy.choose import CASCADE, ROUTE, SINGLE
-from jouleroute.policy.kinds import deployed_policy, describe
+from jouleroute.policy.kinds import DEPLOYED_CHAIN, deployed_policy, describe
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ def _serve_cascade(parts: _Parts, record: dict | None) -> Gateway:
     """A deployed cascade (its chain file beside champion.json) or the chain file ``gateway.router.chain`` names."""
     from jouleroute.gateway.cascade import cascade_gateway
 
-    chain_file = None if record is None else champion_dir(parts.p, parts.root) / "chain.json"
+    chain_file = None if record is None else champion_dir(parts.p, parts.root) / DEPLOYED_CHAIN
     return cascade_gateway(parts.cfg, parts.root, parts.upstreams(), parts.keys, parts.lock, chain_file)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from jouleroute.policy.choose import CASCADE
+from jouleroute.policy.kinds import KINDS
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +51,8 @@ def policy_picks(params, root: Path, champion: Path, queries: pd.DataFrame, vers
     if record is None:
         raise CannotScore(f"{champion}: holds no champion (its champion.json names none)")
     deployed = deployed_policy(record, str(champion / "champion.json"))
-    if deployed["kind"] == CASCADE:  # no one pick: its chain is simulated on the labelled profile (module doc)
-        return PolicyPicks(version, CASCADE, None, deployed)
+    if KINDS[deployed["kind"]].picks is None:  # a chain: simulated on the labelled profile (module doc)
+        return PolicyPicks(version, deployed["kind"], None, deployed)
     # the gateway's own reading of the folder: params whose evaluate_dir holds it (the folder is named champion)
     paths = params.paths.model_copy(update={"evaluate_dir": str(champion.parent)})
     at = params.model_copy(update={"paths": paths})

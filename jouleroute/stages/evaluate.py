@@ -16,11 +16,10 @@ import pandas as pd
 from jouleroute.energy import make_meter
 from jouleroute.evaluation import RouterRun, run_evaluate
 from jouleroute.evaluation.champion import (adopt_deployed, champion_artifact, champion_scores,
-                                            champion_test_scores, register, select_champion,
-                                            write_deployed_chain)
+                                            champion_test_scores, register, select_champion)
 from jouleroute.evaluation.contest import EvaluateSetup, fit_contest
 from jouleroute.evaluation.deployed import DEPLOYED, deployed_decisions
-from jouleroute.policy.choose import CASCADE, SINGLE
+from jouleroute.policy.kinds import kind_of
 from jouleroute.evaluation.deployment import decide_deployment
 from jouleroute.evaluation.headline import headline
 from jouleroute.evaluation.mlflow_log import flatten
@@ -62,7 +61,7 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     deployment = decide_deployment(setup, contest, selection) if selection else None
     selection = adopt_deployed(selection, deployment) if deployment else selection
     test_scores = champion_test_scores(setup, contest, selection) if deployment else None
-    if deployment and deployment["policy"] != CASCADE:  # scored once on test: evaluate's own scores when it has them
+    if deployment and kind_of(deployment).picks is not None:  # scored once on test (a cascade: its chain, simulated)
         scores = test_scores or champion_scores(setup, contest, selection, contest.test_queries, "test: deployed")
         runs.append(RouterRun(DEPLOYED, DEPLOYED, None, deployed_decisions(deployment, scores)))
     lm_runs = [r for r in runs if r.family == "lm"]
@@ -82,12 +81,12 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     else:
         save_champion(folder, *champion_artifact(setup, contest, selection, deployment, test_scores,
                                                  result.mlflow_run_id))
-        if deployment["policy"] == CASCADE:  # the deployed chain, the file `jouleroute serve` runs by default
-            write_deployed_chain(deployment["deployed"], folder)
+        if kind_of(deployment).write is not None:  # a cascade's chain file: what `jouleroute serve` runs by default
+            kind_of(deployment).write(deployment, folder)
         logger.info("champion %s saved with λ=%g in %s", selection["winner"]["name"], deployment["lam"], folder)
+        kind = kind_of(deployment)  # a single model or a chain is tagged by its kind's name (register's keyword)
         register(selection, deployment["lam"], result.mlflow_run_id, ctx.tracking_uri, p.tracking.experiment,
-                 registry_provenance(ctx), folder, deployment["single"] if deployment["policy"] == SINGLE else None,
-                 deployment["deployed"]["name"] if deployment["policy"] == CASCADE else None)
+                 registry_provenance(ctx), folder, **({kind.name: kind.tag(deployment)} if kind.tag else {}))
     if lm_runs and result.mlflow_run_id:
         family = result.metrics["families"].get("lm", {})
         tag_router_version(ctx.tracking_uri, p.tracking.experiment, grpo_run(ctx).get("router_version"),
