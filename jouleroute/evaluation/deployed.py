@@ -2,10 +2,8 @@
 
 A deployed system fixes its λ and knows its reference model before it sees a query, so:
 
-- **best single**: the most accurate candidate on the selection queries (train and val rows of the profile that
-  every candidate answered; ties to the cheaper);
-- **reference single**: the cheapest candidate whose selection accuracy is within ``evaluate.accuracy_tolerance``
-  of the best single's: what a user picks from the tournament alone, without a router;
+- **best** and **reference single** (policy/singles.py): the most accurate candidate on the selection queries (ties
+  to the cheaper), and the cheapest within ``evaluate.accuracy_tolerance`` of it: a user's pick without a router;
 - **deployed λ**: the champion's λ on ``evaluate.decision_grid`` that meets ``router.target`` (default
   ``iso_accuracy``: accuracy at least the best single's minus the tolerance) on the champion's selection sweep:
   a learned baseline family cross-fitted over ``evaluate.selection_folds`` folds of train+val (each query scored
@@ -29,9 +27,7 @@ import pandas as pd
 from jouleroute.evaluation.outcomes import ProfileMatrix, build_matrix
 from jouleroute.policy.kinds import kind_of
 from jouleroute.policy.route import score_deployed
-from jouleroute.policy.singles import pick_singles
 from jouleroute.routing.scores import RoutingDecisions
-from jouleroute.stats import resample_index
 
 logger = logging.getLogger(__name__)
 
@@ -52,21 +48,6 @@ def selection_matrix(profile: pd.DataFrame, queries: pd.DataFrame, energy_column
                          "point on (the profile's train and val rows)")
     return build_matrix(rows, chosen[chosen["query_id"].isin(full)].assign(split="selection"), "selection",
                         energy_column)
-
-
-def singles_on_selection(m: ProfileMatrix, tolerance: float, samples: int, seed: int) -> dict:
-    """The best and the reference single on the selection matrix, their figures, and how stable each choice is."""
-    best, ref = pick_singles(m.correct, m.energy_j, tolerance)
-    figures = lambda c: {"candidate": m.candidates[c], "accuracy": float(m.correct[:, c].mean()),  # noqa: E731
-                         "j_per_query": float(m.energy_j[:, c].mean())}
-    out = {"best_single": figures(best), "reference_single": figures(ref), "n_queries": len(m.query_ids),
-           "tolerance": tolerance}
-    if samples > 0:
-        picks = [pick_singles(m.correct[i], m.energy_j[i], tolerance) for i in resample_index(len(m.query_ids),
-                                                                                              samples, seed)]
-        out["stability"] = {"best_single": float(np.mean([b == best for b, _ in picks])),
-                            "reference_single": float(np.mean([r == ref for _, r in picks])), "samples": samples}
-    return out
 
 
 def sweep_outcomes(m: ProfileMatrix, choices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

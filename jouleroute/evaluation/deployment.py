@@ -18,7 +18,7 @@ import numpy as np
 
 from jouleroute.evaluation.champion import champion_scores
 from jouleroute.evaluation.contest import Contest, EvaluateSetup, query_energy_model
-from jouleroute.evaluation.deployed import selection_matrix, singles_on_selection, sweep_outcomes
+from jouleroute.evaluation.deployed import selection_matrix, sweep_outcomes
 from jouleroute.evaluation.router_champion import choose_policy
 from jouleroute.evaluation.outcomes import ProfileMatrix
 from jouleroute.evaluation.overhead import stable_overhead
@@ -26,7 +26,7 @@ from jouleroute.evaluation.val_contest import val_queries
 from jouleroute.policy.choose import CASCADE, PolicyOutcomes
 from jouleroute.policy.kinds import describe
 from jouleroute.policy.route import ContenderSweep, choose_deployed
-from jouleroute.policy.singles import best_column
+from jouleroute.policy.singles import best_column, singles_on_selection
 from jouleroute.policy.target import Target, effective_target
 from jouleroute.routing.baselines.query_energy import PerQueryEnergy
 from jouleroute.routing.registry import build_router, sample_train

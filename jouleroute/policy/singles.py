@@ -46,3 +46,21 @@ def pick_singles(correct: np.ndarray, energy: np.ndarray, tolerance: float) -> t
     best = best_column(correct, energy)
     ref = single_for_target(Target(iso_accuracy=True), correct, energy, tolerance)
     return best, best if ref is None else ref
+
+
+def singles_on_selection(m, tolerance: float, samples: int, seed: int) -> dict:
+    """The best and the reference single on a selection matrix (``candidates``, ``query_ids``, ``correct``,
+    ``energy_j``), their figures, and how stable each choice is over ``samples`` bootstrap resamples."""
+    from jouleroute.stats import resample_index
+
+    best, ref = pick_singles(m.correct, m.energy_j, tolerance)
+    figures = lambda c: {"candidate": m.candidates[c], "accuracy": float(m.correct[:, c].mean()),  # noqa: E731
+                         "j_per_query": float(m.energy_j[:, c].mean())}
+    out = {"best_single": figures(best), "reference_single": figures(ref), "n_queries": len(m.query_ids),
+           "tolerance": tolerance}
+    if samples > 0:
+        picks = [pick_singles(m.correct[i], m.energy_j[i], tolerance) for i in resample_index(len(m.query_ids),
+                                                                                              samples, seed)]
+        out["stability"] = {"best_single": float(np.mean([b == best for b, _ in picks])),
+                            "reference_single": float(np.mean([r == ref for _, r in picks])), "samples": samples}
+    return out
