@@ -14,6 +14,12 @@ import sys
 from _common import RESULTS
 
 
+def optional(file_name: str) -> dict | None:
+    """A result file of RESULTS, or None when that benchmark has not been run on this machine."""
+    path = RESULTS / file_name
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def conditions_line(c: dict) -> str:
     return (
         f"_{c['when']}, git {c['git_sha']}, {c['logical_cpus']} logical CPUs"
@@ -226,10 +232,9 @@ def cascade_gateway() -> None:
 
 def capture() -> None:
     """Capture under load (bench_capture.py, issue 49): its p95 cost, and what a kill -9 loses."""
-    path = RESULTS / "capture.json"
-    if not path.is_file():
+    data = optional("capture.json")
+    if data is None:
         return
-    data = json.loads(path.read_text())
     o, d = data["overhead"], data["durability"]
     print(f"### Capture under load (`results/capture.json`, {data['rate_per_s']:g} requests/s, answers of "
           f"{data['answer_ms']:g} ms)\n")
@@ -247,10 +252,9 @@ def capture() -> None:
 
 def loop_run() -> None:
     """The loop by hand on the embedded default (bench_loop.py, issue 49): traffic, the decision, the reload window."""
-    path = RESULTS / "loop_run.json"  # loop_run-quick.json, a smoke run, is not reported
-    if not path.is_file():
+    data = optional("loop_run.json")  # loop_run-quick.json, a smoke run, is not reported
+    if data is None:
         return
-    data = json.loads(path.read_text())
     t, w, d, v = data["traffic"], data["window"], data["decision"], data["versions"]
     print(f"### The loop by hand (`results/loop_run.json`, {data['requests']} requests, then one iteration under "
           f"{data['rate_per_s']:g} requests/s)\n")
@@ -271,10 +275,9 @@ def loop_run() -> None:
 
 def reload() -> None:
     """Hot reload under load (bench_reload.py, issue 49): policy swaps and a SIGHUP under open-loop traffic."""
-    path = RESULTS / "reload.json"
-    if not path.is_file():
+    data = optional("reload.json")
+    if data is None:
         return
-    data = json.loads(path.read_text())
     c, cap = data["conditions"], data["capture"]
     print(f"### Hot reload under load (`results/reload.json`, {data['rate_per_s']:g} requests/s for "
           f"{data['seconds']:g} s, {data['swaps']} swaps and one SIGHUP, reload_poll_s {data['reload_poll_s']:g}, "
@@ -392,10 +395,9 @@ def gib(n: int) -> str:
 def setup_figures(heading: str | None = "###") -> None:
     """A fresh clone's set-up (bench_setup.py): what a newcomer can plan by. ``heading=None``: no heading (the
     top-level README's block, under its own)."""
-    path = RESULTS / "setup.json"
-    if not path.is_file():
+    data = optional("setup.json")
+    if data is None:
         return
-    data = json.loads(path.read_text())
     c, s, st, run, w = data["conditions"], data["sizes"], data["make_setup"], data.get("make_run"), data["wheels"]
     where = f"`benchmarks/results/setup.json`: benchmarks/bench_setup.py on a fresh clone at git {c['git_sha']}"
     print(f"{heading} Set-up figures ({where})\n" if heading else f"Measured ({where}):\n")

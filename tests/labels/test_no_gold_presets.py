@@ -10,6 +10,7 @@ from jouleroute.config import load_params
 from jouleroute.stages import table
 
 REPO = Path(__file__).resolve().parents[2]
+PRESETS = sorted(REPO.glob("studies/nogold-*/params.yaml"))
 
 
 def test_the_presets_are_what_the_script_writes():
@@ -19,9 +20,8 @@ def test_the_presets_are_what_the_script_writes():
 
 
 def test_each_preset_labels_without_gold_and_reads_its_base_pipelines_profile():
-    presets = sorted(REPO.glob("studies/nogold-*/params.yaml"))
-    assert len(presets) == 4
-    for path in presets:
+    assert len(PRESETS) == 4
+    for path in PRESETS:
         params = load_params(path)
         assert params.labels.source in ("reference", "vote"), path
         assert params.grpo.reward_source != "live", path  # live rollouts grade on gold
@@ -33,7 +33,8 @@ def test_each_preset_labels_without_gold_and_reads_its_base_pipelines_profile():
 def test_reference_presets_state_a_budget_and_vote_presets_keep_iso_accuracy():
     """Under reference labels the reference is right by definition, so iso-accuracy would ask for agreement with it
     (scripts/no_gold_studies.py): those presets state an energy budget instead."""
-    for path in sorted(REPO.glob("studies/nogold-*/params.yaml")):
+    assert PRESETS  # the four presets (the test above counts them)
+    for path in PRESETS:
         params = load_params(path)
         target = params.router.target
         if params.labels.source == "reference":
@@ -43,7 +44,8 @@ def test_reference_presets_state_a_budget_and_vote_presets_keep_iso_accuracy():
 
 
 def test_each_preset_pages_the_gold_trained_point_of_its_own_pool():
-    for path in sorted(REPO.glob("studies/nogold-*/params.yaml")):
+    assert PRESETS  # the four presets (the test above counts them)
+    for path in PRESETS:
         params = load_params(path)
         gold = params.paths.gold_headline
         assert gold is not None and (REPO / gold).is_file(), path
