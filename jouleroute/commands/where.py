@@ -49,8 +49,8 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
         for line in overhead_lines(rows.get("lm", {}), rel("embedding_cache").parent / "overhead"):
             print("  " + line)
     report_path = ctx.path("evaluate_dir") / "report.json"
-    selection = json.loads(report_path.read_text()).get("selection") if report_path.exists() else None
-    for line in champion_lines(selection):
+    contest = json.loads(report_path.read_text()).get("val_contest") if report_path.exists() else None
+    for line in champion_lines(contest):
         print("  " + line)
     experiment, latest = _print_stage_runs(ctx)
     # straight to the stage runs: MLflow 3's UI otherwise opens an experiment on its GenAI (traces) pages
@@ -66,33 +66,33 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
     print("  DVC:     dvc metrics show ; jouleroute exp show (experiments: README \"Experiments\") ; dvc plots show (static PNGs)")
 
 
-def champion_lines(selection: dict | None) -> list[str]:
+def champion_lines(contest: dict | None) -> list[str]:
     """The router chosen on val (what `jouleroute serve` serves), its margin and the margin's paired-bootstrap CI."""
-    if not selection:
+    if not contest:
         return []
-    win = selection["winner"]
-    lines = [f"champion (chosen on val, {selection['n_val_queries']} queries): {win['name']}, "
+    win = contest["winner"]
+    lines = [f"champion (chosen on val, {contest['n_val_queries']} queries): {win['name']}, "
              f"mean val utility {win['val_utility']:.4f}"]
-    best = selection.get("best_on_utility") or {}
-    if selection.get("rule") == "iso_accuracy" and best.get("name") not in (None, win["name"]):
-        row = next(c for c in selection["contenders"] if c["name"] == win["name"])
+    best = contest.get("best_on_utility") or {}
+    if contest.get("rule") == "iso_accuracy" and best.get("name") not in (None, win["name"]):
+        row = next(c for c in contest["contenders"] if c["name"] == win["name"])
         ci = row.get("utility_gap_ci95")
         interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}] (95% paired bootstrap)" if ci else ""
         lines.append(f"  gap to the best mean val utility ({best['name']}, {best['val_utility']:.4f}): "
                      f"{row['utility_gap']:+.4f}{interval}")
-        lines.append(f"  a tie on val with {', '.join(n for n in selection['tied_on_utility'] if n != win['name'])}: "
+        lines.append(f"  a tie on val with {', '.join(n for n in contest['tied_on_utility'] if n != win['name'])}: "
                      f"the rule (lower val iso-accuracy energy share) picks {win['name']}")
-    elif selection.get("runner_up"):
-        ci = selection.get("margin_ci95")
+    elif contest.get("runner_up"):
+        ci = contest.get("margin_ci95")
         interval = f" [{ci[0]:+.4f}, {ci[1]:+.4f}] (95% paired bootstrap)" if ci else " (no CI: rerun evaluate)"
-        lines.append(f"  margin over {selection['runner_up']}: {selection['margin']:+.4f}{interval}")
-        if selection.get("margin_is_tie"):
-            rule = ("lower val iso-accuracy energy share" if selection.get("rule") == "iso_accuracy"
+        lines.append(f"  margin over {contest['runner_up']}: {contest['margin']:+.4f}{interval}")
+        if contest.get("margin_is_tie"):
+            rule = ("lower val iso-accuracy energy share" if contest.get("rule") == "iso_accuracy"
                     else "higher mean")
             lines.append(f"  a tie on val: the interval contains 0; the tie rule ({rule}) picks {win['name']}")
     if win.get("iso_share_val") is not None:
         lines.append(f"  val iso-accuracy energy share: {win['iso_share_val']:.1%} of "
-                     f"{(selection.get('val_reference') or {}).get('candidate', 'the best single model')}'s energy")
+                     f"{(contest.get('val_reference') or {}).get('candidate', 'the best single model')}'s energy")
     return lines
 
 

@@ -1,6 +1,6 @@
 """The champion: the router to deploy, saved as fitted and registered.
 
-``select_champion`` runs the val contest (evaluation/val_contest.py: the LM checkpoints, the LM router with kNN
+``val_contest_champion`` runs the val contest (evaluation/val_contest.py: the LM checkpoints, the LM router with kNN
 evidence or per-query energy by their cross-fitted val figures, the baselines fitted on train); the deployment
 (evaluation/deployment.py) then chooses the champion on selection data, and ``adopt_deployed`` makes it the
 winner; ``champion_scores`` scores
@@ -26,7 +26,7 @@ from jouleroute.routing.scores import Scores
 logger = logging.getLogger(__name__)
 
 
-def select_champion(setup: EvaluateSetup, contest: Contest, tracking: bool) -> dict | None:
+def val_contest_champion(setup: EvaluateSetup, contest: Contest, tracking: bool) -> dict | None:
     """The router to deploy, chosen on val (module doc); ``None`` without val rows or contenders."""
     from jouleroute.routing.lm.spec import format_lambda
 
@@ -44,35 +44,35 @@ def select_champion(setup: EvaluateSetup, contest: Contest, tracking: bool) -> d
                                knn_evidence={"weight": evidence["weight"], "energy": evidence["energy"]},
                                per_query=evidence["cross_fitted"].get("per_query_utility"),
                                points=_points(evidence["cross_fitted"], str)))
-    selection = choose(contest.val_rows, setup.grpo_dir / "metrics.json",
+    val_contest = choose(contest.val_rows, setup.grpo_dir / "metrics.json",
                        {"sft": setup.sft_dir / "model", "grpo": setup.lm_router_dir},
                        contest.fitted if contest.on_train else {}, p.energy_policy.norm, setup.root, extra,
                        rule=p.evaluate.champion_by, tolerance=p.evaluate.accuracy_tolerance)
-    if selection is None:
+    if val_contest is None:
         return None
     if evidence is not None:
-        selection["knn_evidence"] = evidence
+        val_contest["knn_evidence"] = evidence
     if contest.energy_report is not None:
-        selection["query_energy"] = contest.energy_report
+        val_contest["query_energy"] = contest.energy_report
     if tracking:
         from jouleroute.tracking import CHAMPION_ALIAS, champion_name
 
-        selection |= {"registered_model": champion_name(p.tracking.experiment), "alias": CHAMPION_ALIAS}
-    return selection
+        val_contest |= {"registered_model": champion_name(p.tracking.experiment), "alias": CHAMPION_ALIAS}
+    return val_contest
 
 
-def adopt_deployed(selection: dict, deployment: dict) -> dict:
-    """``selection`` with the deployed champion as its winner (chosen on selection data, evaluation/deployment.py),
+def adopt_deployed(val_contest: dict, deployment: dict) -> dict:
+    """``val_contest`` with the deployed champion as its winner (chosen on selection data, evaluation/deployment.py),
     which may differ from the val contest's; the val winner stays as ``val_winner``."""
-    if deployment["champion"] == selection["winner"]["name"]:
-        return selection
-    row = next(c for c in selection["contenders"] if c["name"] == deployment["champion"])
+    if deployment["champion"] == val_contest["winner"]["name"]:
+        return val_contest
+    row = next(c for c in val_contest["contenders"] if c["name"] == deployment["champion"])
     winner = {"name": row["name"], "family": row["family"], "checkpoint": row["checkpoint"],
               "val_utility": row["val_utility"], "model_dir": None, "knn_evidence": None,
               "iso_share_val": row["iso_share_val"]}
     logger.info("the champion is %s, deployed on selection data (the val contest's winner: %s)", row["name"],
-                selection["winner"]["name"])
-    return selection | {"winner": winner, "val_winner": selection["winner"]}
+                val_contest["winner"]["name"])
+    return val_contest | {"winner": winner, "val_winner": val_contest["winner"]}
 
 
 def _points(cross_fitted: dict, key) -> dict[str, tuple[float, float]] | None:
@@ -81,11 +81,11 @@ def _points(cross_fitted: dict, key) -> dict[str, tuple[float, float]] | None:
     return {key(lam): (float(a), float(j)) for lam, (a, j) in points.items()} if points else None
 
 
-def champion_scores(setup: EvaluateSetup, contest: Contest, selection: dict, asked: pd.DataFrame,
+def champion_scores(setup: EvaluateSetup, contest: Contest, val_contest: dict, asked: pd.DataFrame,
                     label: str) -> Scores | None:
     """The champion's scores on ``asked`` (decisions only: its own cost is metered on test), as it would be
     deployed; ``None`` when the champion cannot be scored here (no such router fitted or loaded)."""
-    win = selection["winner"]
+    win = val_contest["winner"]
     if win["family"] in contest.fitted:
         return unmetered_scores(contest.fitted[win["family"]], asked)
     if win["family"] != "lm" or contest.lm_router is None:
@@ -105,17 +105,17 @@ def champion_scores(setup: EvaluateSetup, contest: Contest, selection: dict, ask
     return scores
 
 
-def champion_test_scores(setup: EvaluateSetup, contest: Contest, selection: dict) -> Scores | None:
+def champion_test_scores(setup: EvaluateSetup, contest: Contest, val_contest: dict) -> Scores | None:
     """The champion's test scores with its metered cost: evaluate's own when it scored this very router on test,
     else ``None`` (the deployed point then scores it afresh, its cost unmetered)."""
     from jouleroute.routing.baselines.query_energy import PerQueryEnergy
 
-    win = selection["winner"]
+    win = val_contest["winner"]
     if win["family"] in contest.fitted:
         return contest.test_scores[win["family"]]
     if win["family"] != "lm" or contest.lm_scores is None:
         return None
-    uses_energy = champion_query_energy(selection)
+    uses_energy = champion_query_energy(val_contest)
     same = (win["checkpoint"].startswith(setup.kept_checkpoint) and bool(win.get("knn_evidence")) == contest.blended
             and uses_energy == isinstance(contest.lm_router, PerQueryEnergy))
     if not same:
@@ -123,23 +123,23 @@ def champion_test_scores(setup: EvaluateSetup, contest: Contest, selection: dict
     return contest.lm_scores if contest.blended else contest.lm_alone
 
 
-def champion_query_energy(selection: dict) -> bool:
+def champion_query_energy(val_contest: dict) -> bool:
     """Whether the champion decides with per-query energy: its family adopted it on val, and for the LM router
     the contender that won was scored with it (its own ``+query-energy`` one, or the kNN blend)."""
-    win = selection["winner"]
-    adopted = ((selection.get("query_energy") or {}).get("families") or {}).get(win["family"], {}).get("adopted")
+    win = val_contest["winner"]
+    adopted = ((val_contest.get("query_energy") or {}).get("families") or {}).get(win["family"], {}).get("adopted")
     if win["family"] == "lm":
         adopted = adopted and ("+query-energy" in win["checkpoint"] or bool(win.get("knn_evidence")))
     return bool(adopted)
 
 
-def champion_artifact(setup: EvaluateSetup, contest: Contest, selection: dict, deployment: dict,
+def champion_artifact(setup: EvaluateSetup, contest: Contest, val_contest: dict, deployment: dict,
                       test_scores: Scores | None, run_id: str | None) -> tuple[dict, dict, pd.DataFrame | None]:
     """What ``save_champion`` writes: the record (family, checkpoint, the deployed λ and how it was chosen, its
     selection sweep), the fitted parts the gateway assembles, and its test decisions at the deployed λ."""
     from jouleroute.routing.baselines.query_energy import PerQueryEnergy
 
-    p, win = setup.params, selection["winner"]
+    p, win = setup.params, val_contest["winner"]
     lam = deployment["lam"]
     record = {"family": win["family"], "checkpoint": win["checkpoint"], "name": win["name"], "lam": lam,
               "lam_chosen_by": deployment["chosen_by"],
@@ -156,7 +156,7 @@ def champion_artifact(setup: EvaluateSetup, contest: Contest, selection: dict, d
     elif win["family"] == "lm":
         if win.get("knn_evidence"):
             parts["knn"] = contest.fitted["knn"]
-        if champion_query_energy(selection) and isinstance(contest.lm_router, PerQueryEnergy):
+        if champion_query_energy(val_contest) and isinstance(contest.lm_router, PerQueryEnergy):
             parts["lm"] = contest.lm_router  # only its per-query energy is saved: the checkpoint is model_dir
     saved, with_energy = {}, []
     for key, router in parts.items():
@@ -175,35 +175,35 @@ def champion_artifact(setup: EvaluateSetup, contest: Contest, selection: dict, d
     return record, saved, decisions
 
 
-def register(selection: dict | None, lam: float, run_id: str | None, tracking_uri: str | None, experiment: str,
+def register(val_contest: dict | None, lam: float, run_id: str | None, tracking_uri: str | None, experiment: str,
              provenance: dict, champion_dir: Path | None = None, single: str | None = None,
              cascade: str | None = None) -> str | None:
     """The champion in the Model Registry (alias ``champion``), with its val figures as tags; the version's
     source is the champion artifact, logged to the evaluate run. ``provenance``: the ``git_sha`` of the run and
     the ``baselines_hash`` of the params that fitted it; ``single``: the model served instead of routing, when
     routing does not pay on selection data. Returns the version (``None``: not registered)."""
-    if not selection or not run_id:
+    if not val_contest or not run_id:
         return None
     from jouleroute.tracking import register_champion
 
-    win = selection["winner"]
+    win = val_contest["winner"]
     pointer = {"family": win["family"], "checkpoint": win["checkpoint"], "model_dir": win["model_dir"] or "",
                "lam": f"{lam:g}", "baselines_hash": provenance["baselines_hash"]}
     if single:  # routing does not pay on selection data: every query goes to this model
         pointer["single"] = single
     if cascade:  # a cascade is deployed: its chain, served with the chain's stages (champion.json's "deployed")
         pointer["cascade"] = cascade
-    if champion_query_energy(selection):  # served deciding with the per-query energy saved with the champion
+    if champion_query_energy(val_contest):  # served deciding with the per-query energy saved with the champion
         pointer["query_energy"] = "1"
     if win.get("knn_evidence"):  # served as the LM router blended with a kNN fitted with these baselines
         pointer |= {"knn_weight": f"{win['knn_evidence']['weight']:g}", "knn_energy": win["knn_evidence"]["energy"]}
-    tags = {"val_utility": win["val_utility"], "runner_up": selection["runner_up"], "margin": selection["margin"],
-            "best_other_family": selection["best_other_family"],
-            "margin_over_other_family": selection["margin_over_other_family"],
-            "lambdas": ",".join(f"{x:g}" for x in selection["lambdas"]), "energy_norm": selection["energy_norm"],
-            "n_val_queries": selection["n_val_queries"], "evaluate_run_id": run_id, "git_sha": provenance["git_sha"]}
-    tags |= {f"val_utility.{c['name']}": c["val_utility"] for c in selection["contenders"]}
+    tags = {"val_utility": win["val_utility"], "runner_up": val_contest["runner_up"], "margin": val_contest["margin"],
+            "best_other_family": val_contest["best_other_family"],
+            "margin_over_other_family": val_contest["margin_over_other_family"],
+            "lambdas": ",".join(f"{x:g}" for x in val_contest["lambdas"]), "energy_norm": val_contest["energy_norm"],
+            "n_val_queries": val_contest["n_val_queries"], "evaluate_run_id": run_id, "git_sha": provenance["git_sha"]}
+    tags |= {f"val_utility.{c['name']}": c["val_utility"] for c in val_contest["contenders"]}
     version = register_champion(tracking_uri, experiment, run_id, pointer, tags, champion_dir)
-    logger.info("champion %s registered as %s version %s (alias %s)", win["name"], selection["registered_model"],
-                version, selection["alias"])
+    logger.info("champion %s registered as %s version %s (alias %s)", win["name"], val_contest["registered_model"],
+                version, val_contest["alias"])
     return version

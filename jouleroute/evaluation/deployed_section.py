@@ -55,7 +55,7 @@ def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
     deployed point scored once on test against the best and the reference single."""
     if not block:
         return ["", "## The deployed point", "", "No deployed point: no champion was chosen on val, or it cannot be "
-                "scored here (report.json's `selection`)."]
+                "scored here (report.json's `val_contest`)."]
     test, singles, sweep = block["test"], block["singles"], block["selection_sweep"]
     best, ref = singles["best_single"], singles["reference_single"]
     stab = {**singles.get("stability", {}), **block.get("stability", {}), **(block.get("kind_stability") or {})}

@@ -34,7 +34,7 @@ from jouleroute.routing.registry import build_router, sample_train
 logger = logging.getLogger(__name__)
 
 
-def decide_deployment(setup: EvaluateSetup, contest: Contest, selection: dict) -> dict | None:
+def decide_deployment(setup: EvaluateSetup, contest: Contest, val_contest: dict) -> dict | None:
     """The deployed policy's choices (module doc); ``None`` when no contender can be scored here."""
     p = setup.params
     cfg, tolerance = p.evaluate, p.evaluate.accuracy_tolerance
@@ -42,10 +42,10 @@ def decide_deployment(setup: EvaluateSetup, contest: Contest, selection: dict) -
     lams = [lam for lam in cfg.decision_grid.lambdas if low - 1e-12 <= lam <= high + 1e-12]
     everything = selection_matrix(contest.profile, contest.queries, p.energy_policy.column)
     singles = singles_on_selection(everything, tolerance, cfg.stability_samples, cfg.seed)
-    contenders = deployment_contenders(setup, contest, selection, everything, lams,
+    contenders = deployment_contenders(setup, contest, val_contest, everything, lams,
                                        singles["best_single"]["candidate"])
     if not contenders:
-        logger.warning("the champion %s cannot be scored here: no deployed point", selection["winner"]["name"])
+        logger.warning("the champion %s cannot be scored here: no deployed point", val_contest["winner"]["name"])
         return None
     target = effective_target(p.router.target)
     others = cascade_contenders(setup, contest, everything, target)
@@ -74,8 +74,8 @@ def decide_deployment(setup: EvaluateSetup, contest: Contest, selection: dict) -
     stability = choice.pop("stability", {}) | decision.pop("stability", {})
     return {"champion": champion.name, "family": champion.family, "chosen_by": choice["target"], **choice,
             **decision, "served": served, "stability": stability,
-            "champion_first_on_utility": (selection.get("stability") or {}).get("first_on_utility"),
-            "val_winner": selection["winner"]["name"], "singles": singles, "sweep": sweep}
+            "champion_first_on_utility": (val_contest.get("stability") or {}).get("first_on_utility"),
+            "val_winner": val_contest["winner"]["name"], "singles": singles, "sweep": sweep}
 
 
 def cascade_contenders(setup: EvaluateSetup, contest: Contest, everything: ProfileMatrix,
@@ -111,7 +111,7 @@ def cascade_contenders(setup: EvaluateSetup, contest: Contest, everything: Profi
                             "selection": {k: v for k, v in chosen.selection.items() if k != "search_seconds"}})]
 
 
-def deployment_contenders(setup: EvaluateSetup, contest: Contest, selection: dict, everything: ProfileMatrix,
+def deployment_contenders(setup: EvaluateSetup, contest: Contest, val_contest: dict, everything: ProfileMatrix,
                           lams: list[float], best_single: str) -> list[ContenderSweep]:
     """Every contender's selection sweep: each learned family cross-fitted over train+val (when the baselines were
     fitted on train and ``evaluate.selection_folds`` > 1), and the val winner on val when it is not one of them
@@ -120,10 +120,10 @@ def deployment_contenders(setup: EvaluateSetup, contest: Contest, selection: dic
     asked = val_queries(contest.val_rows) if contest.val_rows else None
     best = everything.candidates.index(best_single)
     out = []
-    win = selection["winner"]
+    win = val_contest["winner"]
     crossfit = [f for f in contest.fitted if cfg.selection_folds > 1 and contest.on_train]
     if win["family"] not in crossfit and asked is not None:
-        scores = champion_scores(setup, contest, selection, asked, "val: deployed λ")
+        scores = champion_scores(setup, contest, val_contest, asked, "val: deployed λ")
         if scores is not None:
             m = selection_matrix(contest.profile, contest.queries, p.energy_policy.column, only=list(asked["query_id"]))
             b = m.candidates.index(everything.candidates[best])

@@ -82,7 +82,7 @@ def _log_phase_plot(client: MlflowClient, run_id: str, family: str, info: dict, 
         client.log_artifact(run_id, str(path), artifact_path="plots")
 
 
-def parent_metrics(metrics: dict, selection: dict | None) -> dict[str, float]:
+def parent_metrics(metrics: dict, val_contest: dict | None) -> dict[str, float]:
     """The evaluate run's own few metrics, so the MLflow runs table shows them (the stage also logs the compact
     headline, `dvc metrics show`'s keys): per family its AIQ, AIQ lift and lambda*, the zero-router AIQ, the
     oracle, and the champion's val utility and margin. Every router's figures are in its child run and in the
@@ -91,8 +91,9 @@ def parent_metrics(metrics: dict, selection: dict | None) -> dict[str, float]:
     for fam, block in metrics.get("families", {}).items():
         out |= {f"families.{fam}.{k}": block.get(k) for k in ("aiq", "aiq_lift", "lambda_star")}
     out |= {f"oracle.{k}": v for k, v in metrics.get("oracle", {}).items()}
-    if selection:
-        out |= {"champion.val_utility": selection["winner"]["val_utility"], "champion.margin": selection.get("margin")}
+    if val_contest:
+        out |= {"champion.val_utility": val_contest["winner"]["val_utility"],
+                "champion.margin": val_contest.get("margin")}
     return {k: v for k, v in flatten(out).items()}
 
 
@@ -106,7 +107,7 @@ def log_evaluation(result, run) -> str:
     tags = {k: v for k, v in inherited.items() if not k.startswith("mlflow.") and k not in (RUN_KIND, "energy_source")}
     client.set_tag(parent_id, "energy_source", result.metrics["energy_source"])
     view = report["headline_view"]  # params: the stage's dvc.yaml params only, logged when its run opened
-    _log_metrics(client, parent_id, parent_metrics(result.metrics, report.get("selection")))
+    _log_metrics(client, parent_id, parent_metrics(result.metrics, report.get("val_contest")))
     swept = {name for fam in report["families"].values() for name in fam["sweep"]["router"]}
     for fam, info in report["families"].items():
         fam_id = _child(client, exp, parent_id, f"family {fam}", {**tags, RUN_KIND: "family", "family": fam,
@@ -123,7 +124,7 @@ def log_evaluation(result, run) -> str:
         client.log_table(fam_id, data={k: sweep[k] for k in ("lam", "router", "accuracy", "j_per_query",
                                                              "expensive_share")}, artifact_file="sweep.json")
         _log_phase_plot(client, fam_id, fam, info, report["views"][view].get("energy_source", "none"))
-        champion = (report.get("selection") or {}).get("winner", {}).get("family")
+        champion = (report.get("val_contest") or {}).get("winner", {}).get("family")
         if fam == ("lm" if "lm" in report["families"] else next(iter(report["families"]))):
             # the deployed (LM) family's, at the evaluate run's top level: no click into a child run
             _log_phase_plot(client, parent_id, fam, info, report["views"][view].get("energy_source", "none"))

@@ -18,7 +18,7 @@ from jouleroute.evaluation.cascade_section import cascade_metrics
 from jouleroute.evaluation.cascades import write_chain_files
 from jouleroute.evaluation.deployed_section import deployed_metrics
 from jouleroute.evaluation.results_page import FRONTIER_PLOT, results_lines
-from jouleroute.evaluation.val_contest_section import query_energy_lines, selection_lines
+from jouleroute.evaluation.val_contest_section import query_energy_lines, val_contest_lines
 from jouleroute.evaluation.plots import (plot_accuracy_vs_energy, plot_lambda_star_by_task, plot_lambda_sweep,
                                         plot_routing_mix, safe_name)
 
@@ -67,7 +67,7 @@ def headline_metrics(report: dict) -> dict:
         **({"iso_accuracy": iso_accuracy_metrics(report["iso_accuracy"])} if "iso_accuracy" in report else {}),
         **({"deployed": deployed_metrics(report["deployed"], report["views"][view]["energy_source"])}
            if report.get("deployed") else {}),
-        **({"selection": report["selection"]} if "selection" in report else {}),
+        **({"val_contest": report["val_contest"]} if "val_contest" in report else {}),
         **({"cascade": cascade_metrics(report["cascade"])} if report.get("cascade") else {}),
         **({"labels": report["labels"]} if report.get("labels") else {}),
     }
@@ -118,8 +118,8 @@ def markdown(report: dict, with_plot: bool = False) -> str:
             lines.append(f"| {fam} | " + " | ".join(_f(per.get(t)) for t in report["tasks"]) + " |")
     lines += comparison_lines(report.get("aiq_difference"))
     lines += iso_accuracy_lines(report.get("iso_accuracy"))
-    lines += selection_lines(report.get("selection"))
-    lines += query_energy_lines((report.get("selection") or {}).get("query_energy"))
+    lines += val_contest_lines(report.get("val_contest"))
+    lines += query_energy_lines((report.get("val_contest") or {}).get("query_energy"))
     lines += ["", "## Accuracy per task", "", "| policy | " + " | ".join(report["tasks"]) + " |",
               "|---|" + "---|" * len(report["tasks"])]
     for name, e in list(report["singles"].items()) + [("oracle", report["oracle"])] + list(report["routers"].items()):

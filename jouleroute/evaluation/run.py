@@ -243,14 +243,14 @@ def run_evaluate(
     out_dir: Path,
     run_tags: dict[str, str] | None = None,
     run=None,
-    selection: dict | None = None,
+    val_contest: dict | None = None,
     energy: EnergyPolicy = EnergyPolicy(),
     deployment: dict | None = None,
     labels: dict | None = None,
 ) -> EvaluationResult:
     """Evaluate ``runs`` on split ``cfg.split``; write outputs under ``out_dir``; log into ``run`` (the stage's
     MLflow run, ``tracking.StageRun``) when given. ``run_tags``: the provenance written into the report.
-    ``selection``: the champion chosen on val (selection.py), reported beside the test figures.
+    ``val_contest``: the router champion chosen on val (val_contest.py), reported beside the test figures.
     ``energy`` (params ``energy_policy``): the energy column compared, and whether sources may mix.
     ``deployment``: the deployed point's choices on selection data (evaluation/deployment.py); ``runs`` then
     holds its test decisions as the router ``deployed``, scored against the best and the reference single.
@@ -266,11 +266,11 @@ def run_evaluate(
     report["provenance"] = dict(run_tags or {})
     if labels:
         report["labels"] = clean(labels)
-    if selection:
-        report["selection"] = clean(selection)
-        champion = selection.get("winner", {}).get("family")
+    if val_contest:
+        report["val_contest"] = clean(val_contest)
+        champion = val_contest.get("winner", {}).get("family")
         if champion in report["iso_accuracy"]["policies"]:  # the champion's hindsight bound, as its family's
-            report["iso_accuracy"]["champion"] = {"family": champion, "name": selection["winner"].get("name"),
+            report["iso_accuracy"]["champion"] = {"family": champion, "name": val_contest["winner"].get("name"),
                                                   **report["iso_accuracy"]["policies"][champion]}
     if deployment:
         from jouleroute.evaluation.deployed import DEPLOYED, deployed_block

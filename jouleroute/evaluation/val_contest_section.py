@@ -25,60 +25,60 @@ def query_energy_lines(block: dict | None) -> list[str]:
     return lines
 
 
-def selection_lines(selection: dict | None) -> list[str]:
+def val_contest_lines(contest: dict | None) -> list[str]:
     """Which family and checkpoint won on val, by which rule (``evaluate.champion_by``), and by how much."""
-    if not selection:
+    if not contest:
         return []
-    iso = selection.get("rule") == "iso_accuracy" and selection.get("val_reference")
+    iso = contest.get("rule") == "iso_accuracy" and contest.get("val_reference")
     lines = ["", "## The champion, chosen on val", "",
-             f"Mean val utility (correct − λ·energy normalized with `{selection['energy_norm']}`) over the trained "
-             f"λ grid {selection['lambdas']}, on {selection['n_val_queries']} val queries; test is never read. "
-             + (iso_rule_text(selection) if iso else utility_rule_text(selection)), "",
+             f"Mean val utility (correct − λ·energy normalized with `{contest['energy_norm']}`) over the trained "
+             f"λ grid {contest['lambdas']}, on {contest['n_val_queries']} val queries; test is never read. "
+             + (iso_rule_text(contest) if iso else utility_rule_text(contest)), "",
              "| contender | family | checkpoint | mean val utility | gap to the best (95% CI) | "
              "val iso-accuracy energy share |", "|---|---|---|---:|---|---:|"]
-    for row in selection["contenders"]:
+    for row in contest["contenders"]:
         share, ci = row.get("iso_share_val"), row.get("utility_gap_ci95")
-        gap = "best" if row.get("utility_gap") is None or row["name"] == _best(selection) else (
+        gap = "best" if row.get("utility_gap") is None or row["name"] == _best(contest) else (
             f"{row['utility_gap']:+.4f}" + (f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else ""))
         lines.append(f"| {row['name']} | {row['family']} | {row['checkpoint']} | {row['val_utility']:.4f} | {gap} | "
                      + ("n/a" if share is None else f"{share:.1%}") + " |")
-    lines += knn_evidence_lines(selection.get("knn_evidence"))
-    if selection.get("registered_model"):
-        lines += ["", f"Registered in MLflow as `{selection['registered_model']}`, alias `{selection['alias']}`, with "
+    lines += knn_evidence_lines(contest.get("knn_evidence"))
+    if contest.get("registered_model"):
+        lines += ["", f"Registered in MLflow as `{contest['registered_model']}`, alias `{contest['alias']}`, with "
                       "these val figures as tags: `jouleroute serve` serves it unless `gateway.router` is set."]
     return lines
 
 
-def _best(selection: dict) -> str:
+def _best(contest: dict) -> str:
     """The contender with the best mean val utility (older selections: the first listed)."""
-    return (selection.get("best_on_utility") or {}).get("name") or selection["contenders"][0]["name"]
+    return (contest.get("best_on_utility") or {}).get("name") or contest["contenders"][0]["name"]
 
 
-def utility_rule_text(selection: dict) -> str:
+def utility_rule_text(contest: dict) -> str:
     """``evaluate.champion_by: utility``: the best mean val utility is deployed; its margin and that margin's CI."""
-    win = selection["winner"]
+    win = contest["winner"]
     text = (f"Rule `evaluate.champion_by: utility`: the best mean val utility is deployed. Champion: "
             f"**{win['name']}**, {win['val_utility']:.4f}"
-            + (f"; against the runner-up {selection['runner_up']}, {selection['margin']:+.4f}"
-               if selection.get("runner_up") else "")
-            + (f" and of the best other family ({selection['best_other_family']}) by "
-               f"{selection['margin_over_other_family']:+.4f}"
-               if selection.get("best_other_family") and selection["best_other_family"] != selection.get("runner_up")
+            + (f"; against the runner-up {contest['runner_up']}, {contest['margin']:+.4f}"
+               if contest.get("runner_up") else "")
+            + (f" and of the best other family ({contest['best_other_family']}) by "
+               f"{contest['margin_over_other_family']:+.4f}"
+               if contest.get("best_other_family") and contest["best_other_family"] != contest.get("runner_up")
                else "") + ".")
-    ci_line = champion_ci_line(selection)
+    ci_line = champion_ci_line(contest)
     return text + (f" {ci_line}" if ci_line else "")
 
 
-def iso_rule_text(selection: dict) -> str:
+def iso_rule_text(contest: dict) -> str:
     """``evaluate.champion_by: iso_accuracy``: which contenders are tied with the best mean val utility (paired CI
     of the gap holds 0), and which of them keeps the best single model's val accuracy for the least energy."""
-    ref, win, n = selection["val_reference"], selection["winner"], selection["n_val_queries"]
-    tied = selection.get("tied_on_utility") or [win["name"]]
-    best = _best(selection)
-    shares = {row["name"]: row.get("iso_share_val") for row in selection["contenders"]}
+    ref, win, n = contest["val_reference"], contest["winner"], contest["n_val_queries"]
+    tied = contest.get("tied_on_utility") or [win["name"]]
+    best = _best(contest)
+    shares = {row["name"]: row.get("iso_share_val") for row in contest["contenders"]}
     pct = lambda name: "n/a" if shares.get(name) is None else f"{shares[name]:.1%}"  # noqa: E731
     others = [name for name in tied if name != win["name"]]
-    best_utility = (selection.get("best_on_utility") or {}).get("val_utility", win["val_utility"])
+    best_utility = (contest.get("best_on_utility") or {}).get("val_utility", win["val_utility"])
     text = (f"The best mean val utility is {best}'s, {best_utility:.4f}"
             + (f"; tied with it (the 95% paired-bootstrap interval of the gap over the {n} val queries holds 0): "
                f"{', '.join(name for name in tied if name != best)}" if len(tied) > 1 else
@@ -86,26 +86,26 @@ def iso_rule_text(selection: dict) -> str:
     text += (f"Rule `evaluate.champion_by: iso_accuracy`: among "
              + ("these" if len(tied) > 1 else "the tied contenders (here only itself)")
              + f", the one whose cheapest val point keeps the best single model's val accuracy ({ref['candidate']}, "
-             f"{ref['accuracy']:.3f} at {ref['j_per_query']:.4g} J/query) within {selection['accuracy_tolerance']:g} "
+             f"{ref['accuracy']:.3f} at {ref['j_per_query']:.4g} J/query) within {contest['accuracy_tolerance']:g} "
              f"for the least energy. Champion: **{win['name']}** (family `{win['family']}`), at {pct(win['name'])} of "
              "that model's energy on val"
              + (" (" + ", ".join(f"{name} {pct(name)}" for name in others) + ")" if others else "") + ".")
     return text
 
 
-def champion_ci_line(selection: dict) -> str:
+def champion_ci_line(contest: dict) -> str:
     """The margin's paired-bootstrap CI, and when it contains 0 that the choice is a tie and what the tie rule picks;
     "" when there is no runner-up or no per-query figures to resample."""
-    ci = selection.get("margin_ci95")
-    if not selection.get("runner_up") or ci is None:
+    ci = contest.get("margin_ci95")
+    if not contest.get("runner_up") or ci is None:
         return ""
-    win, n = selection["winner"]["name"], selection["n_val_queries"]
-    text = (f"The margin over {selection['runner_up']}, {selection['margin']:+.4f}, has a 95% paired-bootstrap "
+    win, n = contest["winner"]["name"], contest["n_val_queries"]
+    text = (f"The margin over {contest['runner_up']}, {contest['margin']:+.4f}, has a 95% paired-bootstrap "
             f"interval of [{ci[0]:+.4f}, {ci[1]:+.4f}] over the {n} val queries")
-    if selection.get("margin_is_tie"):
-        return (text + f": **a tie**. The val split cannot tell {win} and {selection['runner_up']} apart; the tie "
-                f"rule ({selection.get('tie_rule', 'the higher mean val utility')}) picks **{win}** "
-                f"(family `{selection['winner']['family']}`).")
+    if contest.get("margin_is_tie"):
+        return (text + f": **a tie**. The val split cannot tell {win} and {contest['runner_up']} apart; the tie "
+                f"rule ({contest.get('tie_rule', 'the higher mean val utility')}) picks **{win}** "
+                f"(family `{contest['winner']['family']}`).")
     return text + f": {win} is ahead beyond the resampling noise."
 
 

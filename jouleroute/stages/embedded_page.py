@@ -17,7 +17,7 @@ import pandas as pd
 from jouleroute.best_single import best_single
 from jouleroute.evaluation.report import comparison_lines
 from jouleroute.evaluation.results_page import FRONTIER_PLOT, results_lines
-from jouleroute.evaluation.val_contest_section import selection_lines
+from jouleroute.evaluation.val_contest_section import val_contest_lines
 from jouleroute.evaluation.task_table import load_model_cards, per_task_table, task_winners
 from jouleroute.stages.context import StageContext
 from jouleroute.training.budget import budget_section
@@ -68,7 +68,7 @@ def embedded_page_stage(ctx: StageContext) -> Path:
         "",
         *headline,
         *comparison_lines(report.get("aiq_difference")),  # LM − each baseline, paired-bootstrap CI
-        *selection_lines(report.get("selection")),  # the champion `jouleroute serve` serves
+        *val_contest_lines(report.get("val_contest")),  # the champion `jouleroute serve` serves
         *budget_section(ctx.path("budget_dir"), ctx.root / DOC),  # the budget stage's curve: table and plot
     ]
     # a params copy's page goes beside its outputs; the tracked doc and the README are the main pipeline's

@@ -16,7 +16,7 @@ import pandas as pd
 from jouleroute.energy import make_meter
 from jouleroute.evaluation import RouterRun, run_evaluate
 from jouleroute.evaluation.champion import (adopt_deployed, champion_artifact, champion_scores,
-                                            champion_test_scores, register, select_champion)
+                                            champion_test_scores, register, val_contest_champion)
 from jouleroute.evaluation.contest import EvaluateSetup, fit_contest
 from jouleroute.evaluation.deployed import DEPLOYED, deployed_decisions
 from jouleroute.policy.kinds import kind_of
@@ -57,12 +57,12 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
     meter = make_meter(p.energy)  # the routers' own overhead is measured with the tournament's meters
     contest = fit_contest(setup, profile, queries, candidates, meter)
     runs = contest.runs(list(p.evaluate.lambdas))
-    selection = select_champion(setup, contest, tracking=bool(ctx.tracking_uri))
-    deployment = decide_deployment(setup, contest, selection) if selection else None
-    selection = adopt_deployed(selection, deployment) if deployment else selection
-    test_scores = champion_test_scores(setup, contest, selection) if deployment else None
+    val_contest = val_contest_champion(setup, contest, tracking=bool(ctx.tracking_uri))
+    deployment = decide_deployment(setup, contest, val_contest) if val_contest else None
+    val_contest = adopt_deployed(val_contest, deployment) if deployment else val_contest
+    test_scores = champion_test_scores(setup, contest, val_contest) if deployment else None
     if deployment and kind_of(deployment).picks is not None:  # scored once on test (a cascade: its chain, simulated)
-        scores = test_scores or champion_scores(setup, contest, selection, contest.test_queries, "test: deployed")
+        scores = test_scores or champion_scores(setup, contest, val_contest, contest.test_queries, "test: deployed")
         runs.append(RouterRun(DEPLOYED, DEPLOYED, None, deployed_decisions(deployment, scores)))
     lm_runs = [r for r in runs if r.family == "lm"]
     reference = min(lm_runs, key=lambda r: abs(r.lam - p.router.lam)) if lm_runs else None
@@ -72,20 +72,21 @@ def _evaluate(ctx: StageContext, run: StageRun | None):
         runs.append(RouterRun(rule, rule, None, router.route(contest.test_queries)))
     logger.info("evaluating %d router runs on %d %s queries", len(runs), len(contest.test_queries), p.evaluate.split)
     result = run_evaluate(profile, queries, runs, p.evaluate, ctx.path("evaluate_dir"), run_tags=ctx.tags("evaluate"),
-                          run=run, selection=selection, energy=p.energy_policy, deployment=deployment, labels=labels)
+                          run=run, val_contest=val_contest, energy=p.energy_policy, deployment=deployment,
+                          labels=labels)
     write_headline(ctx, result, run)
     folder = ctx.path("evaluate_dir") / "champion"
     if deployment is None:
         clear_champion(folder, "no champion chosen: no val rows (router_data's val.jsonl), no contender, or a "
                                "champion that cannot be scored here")
     else:
-        save_champion(folder, *champion_artifact(setup, contest, selection, deployment, test_scores,
+        save_champion(folder, *champion_artifact(setup, contest, val_contest, deployment, test_scores,
                                                  result.mlflow_run_id))
         if kind_of(deployment).write is not None:  # a cascade's chain file: what `jouleroute serve` runs by default
             kind_of(deployment).write(deployment, folder)
-        logger.info("champion %s saved with λ=%g in %s", selection["winner"]["name"], deployment["lam"], folder)
+        logger.info("champion %s saved with λ=%g in %s", val_contest["winner"]["name"], deployment["lam"], folder)
         kind = kind_of(deployment)  # a single model or a chain is tagged by its kind's name (register's keyword)
-        register(selection, deployment["lam"], result.mlflow_run_id, ctx.tracking_uri, p.tracking.experiment,
+        register(val_contest, deployment["lam"], result.mlflow_run_id, ctx.tracking_uri, p.tracking.experiment,
                  registry_provenance(ctx), folder, **({kind.name: kind.tag(deployment)} if kind.tag else {}))
     if lm_runs and result.mlflow_run_id:
         family = result.metrics["families"].get("lm", {})

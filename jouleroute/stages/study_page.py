@@ -15,7 +15,7 @@ from pathlib import Path
 from jouleroute.best_single import best_single
 from jouleroute.evaluation.report import comparison_lines, iso_accuracy_lines
 from jouleroute.evaluation.results_page import FRONTIER_PLOT, results_lines
-from jouleroute.evaluation.val_contest_section import selection_lines
+from jouleroute.evaluation.val_contest_section import val_contest_lines
 from jouleroute.policy.meet import reaches_floor
 from jouleroute.replay.pools import public_pools
 from jouleroute.routing.families import learned_families
@@ -56,7 +56,7 @@ def study_page_stage(ctx: StageContext) -> Path:
     lines += ["", "## Targets", ""] + _targets(report, routers, singles, best_name, view)
     lines += comparison_lines(report.get("aiq_difference"))  # LM − each baseline, paired-bootstrap CI
     lines += iso_accuracy_lines(report.get("iso_accuracy"))  # hindsight: chosen on test, the deployed point's bound
-    lines += selection_lines(report.get("selection"))  # which family won on val, by how much
+    lines += val_contest_lines(report.get("val_contest"))  # which family won on val, by how much
     lines += _lm_mix(report, view, out.with_name(f"{out.stem}-lm-mix.png"), ctx.root)
     lines += _heldout(ctx.path("grpo_dir") / "metrics.json")
     lines += _sft_vs_grpo(ctx.path("grpo_dir") / "metrics.json")

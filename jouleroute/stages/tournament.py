@@ -22,7 +22,8 @@ from jouleroute.provenance import file_sha256, git_sha, hardware, library_versio
 from jouleroute.stages.context import StageContext, write_json
 from jouleroute.stages.tournament_inputs import tournament_inputs
 from jouleroute.tournament.loading import loading_summary
-from jouleroute.tournament.run import JobRunner, run_tournament
+from jouleroute.tournament.jobs import JobRunner
+from jouleroute.tournament.run import run_tournament
 from jouleroute.tracking import energy_label
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from jouleroute.stages.context import StageContext
-from jouleroute.tournament.run import TournamentInputs
+from jouleroute.tournament.jobs import TournamentInputs
 from jouleroute.tournament.served import ModelledRate
 
 

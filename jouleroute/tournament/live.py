@@ -33,7 +33,8 @@ import torch
 from jouleroute.provenance import seeded
 from jouleroute.schema import PROFILE_SCHEMA, PairOutcome as Outcome
 from jouleroute.tournament.loading import PROCESS_MODELS
-from jouleroute.tournament.run import ShardJob, TournamentInputs, candidate_key, config_hash, run_job
+from jouleroute.tournament.jobs import ShardJob, TournamentInputs, candidate_key, config_hash
+from jouleroute.tournament.run import run_job
 from jouleroute.tournament.shards import ShardStore
 
 log = logging.getLogger(__name__)

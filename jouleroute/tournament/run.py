@@ -23,50 +23,24 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import pandas as pd
 
 from jouleroute.backends import BackendConfig, GenRequest, LoglikRequest, answer_requests, make_backend
 from jouleroute.benchmarks import get_task
 from jouleroute.energy import EnergyConfig, attribute_window, attribution_rule, make_meter
-from jouleroute.pool import CandidateSpec, ModelSpec
+from jouleroute.pool import CandidateSpec
 from jouleroute.provenance import seed_everything, stable_hash
-from jouleroute.tournament.config import TournamentConfig
+from jouleroute.tournament.jobs import (JobRunner, ProgressFactory, ShardJob, TournamentInputs, TournamentPlan,
+                                        candidate_key, config_hash)
 from jouleroute.tournament.loading import PROCESS_MODELS, model_revision, worker_name
 from jouleroute.tournament.open_prompts import (is_open_prompt, note_generated_open_prompts, open_request,
                                                 read_open_answer)
-from jouleroute.tournament.served import ModelledRate, served_meter, server_of
+from jouleroute.tournament.served import served_meter, server_of
 from jouleroute.tournament.shards import ShardStore, write_profile
 
 logger = logging.getLogger(__name__)
-
-ProgressFactory = Callable[[int, str], Callable[[int], None]]
-
-
-@dataclass
-class TournamentInputs:
-    queries: pd.DataFrame
-    pool: Sequence[CandidateSpec]
-    models: dict[str, ModelSpec]
-    backend: BackendConfig
-    energy: EnergyConfig
-    config: TournamentConfig
-    models_dir: Path
-    shards_dir: Path
-    profile_path: Path
-    data_dir: Path  # benchmark files, for few-shot exemplars
-    # served candidates (backend.kind openai): modelled per-token joules, used without (or after losing) an exporter
-    modelled: dict[str, ModelledRate] = field(default_factory=dict)
-    # pairs GRPO's and budget's live rollouts answered (tournament.live): a cache the tournament only reads
-    live_pairs_dir: Path | None = None
-
-    def is_served(self, candidate: CandidateSpec) -> bool:
-        """Metered on its GPU node (or modelled), never by this process: an openai candidate with `energy`."""
-        return self.backend.kind == "openai" and candidate.energy is not None
-
 
 def build_request(row: pd.Series, candidate: CandidateSpec, data_dir: Path) -> GenRequest | LoglikRequest:
     """What the candidate is sent for this row: a log-likelihood request for a multiple-choice row of a
@@ -86,57 +60,6 @@ def build_request(row: pd.Series, candidate: CandidateSpec, data_dir: Path) -> G
     prompt = task.fewshot_prompt(row, style, k=candidate.exemplar_count, data_dir=data_dir)
     return GenRequest(prompt=prompt, messages=None, max_new_tokens=candidate.max_new_tokens,
                       stop=list(task.stop_sequences(style)))
-
-
-def config_hash(inp: TournamentInputs) -> str:
-    """What makes two runs' shards comparable: the backend and the meter.
-
-    The query set is not part of it: query ids are stable, so growing the sample
-    only computes the new queries, and the profile keeps only the current ones.
-    """
-    return stable_hash({
-        "backend": inp.backend.model_dump(),
-        "energy": inp.energy.model_dump(),
-        "seed": inp.config.seed,
-    })
-
-
-def candidate_key(candidate: CandidateSpec, model: ModelSpec) -> str:
-    """Shard folder of one candidate version: its id plus a hash of how it is asked."""
-    return f"{candidate.candidate_id}-{stable_hash([candidate.model_dump(), model.model_dump()], 8)}"
-
-
-@dataclass(frozen=True)
-class ShardJob:
-    """Consecutive batches of one candidate, in the serial run's order: the unit one worker runs.
-
-    Batches are cut exactly as a serial run cuts them, so a distributed run feeds the
-    model the same batches (same padding) and greedy outputs are identical.
-    """
-    candidate_id: str
-    key: str  # shard folder (candidate version)
-    batches: tuple[tuple[str, ...], ...]  # query ids per batch
-    # a served candidate's server: jobs of one lane never run at once (its exporter's windows must not overlap)
-    lane: str = ""
-
-    @property
-    def n_pairs(self) -> int:
-        return sum(len(b) for b in self.batches)
-
-
-@dataclass
-class TournamentPlan:
-    queries: pd.DataFrame
-    keys: dict[str, str]  # candidate_id -> shard folder
-    jobs: list[ShardJob]
-    done_pairs: int
-    store: ShardStore
-    state: dict
-
-
-# Runs the jobs somewhere (in this process by default; flows/ runs them as Prefect tasks on Dask) and
-# returns their shard reports.
-JobRunner = Callable[[TournamentInputs, list[ShardJob], str], list[dict]]
 
 
 def plan_tournament(inp: TournamentInputs, run_id: str, batches_per_job: int | None = None) -> TournamentPlan:

@@ -32,7 +32,7 @@ def test_the_gateway_serves_evaluates_champion_as_fitted_at_the_deployed_lambda(
     params["baselines"]["max_train_queries"] = 40
     ctx.params_path.write_text(yaml.safe_dump(params))
     ctx = StageContext(load_params(ctx.params_path), tmp_path, ctx.params_path)
-    selection = evaluate_stage(ctx).report["selection"]
+    selection = evaluate_stage(ctx).report["val_contest"]
 
     folder = ctx.path("evaluate_dir") / "champion"
     record = read_champion(folder)
@@ -85,7 +85,7 @@ def test_a_champion_that_decides_with_per_query_energy_is_served_with_the_model_
     ctx = _stage_repo(tmp_path, profile, queries, baselines={"families": ["mf"], "embedding": {"model": "hashing"}},
                       router={"lam": 1.0}, energy_policy={"allow_mixed_sources": True})  # modelled rows
     report = evaluate_stage(ctx).report
-    assert report["selection"]["query_energy"]["families"]["mf"]["adopted"]
+    assert report["val_contest"]["query_energy"]["families"]["mf"]["adopted"]
     folder = ctx.path("evaluate_dir") / "champion"
     record = read_champion(folder)
     assert record["family"] == "mf" and record["query_energy"] == ["router"]

@@ -44,7 +44,7 @@ def test_shuffling_the_test_outcomes_changes_no_choice_only_the_scored_figures(t
     shuffled.to_parquet(ctx.path("profile"))
     after = _evaluate(ctx)
     assert {k: before["deployed"][k] for k in CHOICES} == {k: after["deployed"][k] for k in CHOICES}
-    assert before["selection"]["winner"] == after["selection"]["winner"]
+    assert before["val_contest"]["winner"] == after["val_contest"]["winner"]
     scored = ("accuracy", "j_per_query", "routing_gain")
     assert [before["deployed"]["test"][k] for k in scored] != [after["deployed"]["test"][k] for k in scored]
 

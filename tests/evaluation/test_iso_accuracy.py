@@ -67,7 +67,7 @@ def test_evaluate_reports_the_saving_in_metrics_and_markdown(synthetic, tmp_path
     cfg = EvaluateConfig(lambdas=(0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0), plots=False, bootstrap_samples=100,
                          accuracy_tolerance=0.05)
     result = run_evaluate(synthetic["profile"], synthetic["queries"], runs, cfg, tmp_path,
-                          selection={"winner": {"family": "util", "name": "util", "val_utility": 0.5},
+                          val_contest={"winner": {"family": "util", "name": "util", "val_utility": 0.5},
                                      "contenders": [], "lambdas": [], "energy_norm": "max", "n_val_queries": 0})
     block = json.loads((tmp_path / "metrics.json").read_text())["iso_accuracy"]
     util = block["policies"]["util"]

@@ -94,7 +94,7 @@ def test_the_evaluate_stage_chooses_an_explicit_target_on_the_selection_sweep(tm
     ctx = _stage_repo(tmp_path, profile, queries, router={"target": {"energy_share": 0.6}},
                       baselines={"families": ["knn", "mf", "task_best"], "embedding": {"model": "hashing"}})
     report = evaluate_stage(ctx).report
-    deployed, family = report["deployed"], report["selection"]["winner"]["family"]
+    deployed, family = report["deployed"], report["val_contest"]["winner"]["family"]
     sweep = deployed["selection_sweep"]
     assert deployed["family"] == family and deployed["chosen_by"] == "energy_share" and sweep["n_queries"] == 90
     again = choose_lambda(RouterTarget(energy_share=0.6), sweep["lam"], sweep["accuracy"], sweep["j_per_query"],
@@ -104,7 +104,7 @@ def test_the_evaluate_stage_chooses_an_explicit_target_on_the_selection_sweep(tm
     metrics = json.loads((ctx.path("evaluate_dir") / "metrics.json").read_text())
     assert "task_best" in metrics["routers"] and "task_best" in metrics["iso_accuracy"]["policies"]
     assert metrics["iso_accuracy"]["champion"]["family"] == family
-    energy = report["selection"]["query_energy"]  # ê_c(x) measured on val, adopted per family by val utility
+    energy = report["val_contest"]["query_energy"]  # ê_c(x) measured on val, adopted per family by val utility
     assert set(energy["families"]) == {"knn", "mf"} and energy["n_val_queries"] == 30
     assert all(row["adopted"] == (row["val_utility_per_query"] > row["val_utility_own"] + 1e-12)
                for row in energy["families"].values())

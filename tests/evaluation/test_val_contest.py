@@ -82,12 +82,12 @@ def test_poisoned_test_outcomes_do_not_change_the_champion(tmp_path):
     acc = lambda report: report["singles"]["large"]["views"]["models_only"]["accuracy"]
     assert acc(dirty) == pytest.approx(1 - acc(clean))
     # ... and the choice made on val does not move: the same champion, the same val figures
-    assert clean["selection"] == dirty["selection"]
-    assert {c["family"] for c in clean["selection"]["contenders"]} == {"knn", "mlp", "mf"}
-    assert clean["selection"]["margin"] is not None and clean["selection"]["n_val_queries"] == 30
+    assert clean["val_contest"] == dirty["val_contest"]
+    assert {c["family"] for c in clean["val_contest"]["contenders"]} == {"knn", "mlp", "mf"}
+    assert clean["val_contest"]["margin"] is not None and clean["val_contest"]["n_val_queries"] == 30
     # the reports say who won on val and by how much
     metrics = json.loads((ctx.path("evaluate_dir") / "metrics.json").read_text())
-    assert metrics["selection"]["winner"] == clean["selection"]["winner"]
+    assert metrics["val_contest"]["winner"] == clean["val_contest"]["winner"]
     assert "## The champion, chosen on val" in (ctx.path("evaluate_dir") / "report.md").read_text()
 
 
@@ -222,13 +222,13 @@ def test_the_iso_accuracy_rule_deploys_the_contender_that_spends_least_at_the_be
     assert iso["tied_on_utility"] == ["mf", "knn"] and iso["margin_is_tie"] is True
     # the report and `where` say who is best on utility, that the champion is tied with it, and why it is deployed
     from jouleroute.commands.where import champion_lines
-    from jouleroute.evaluation.val_contest_section import selection_lines
+    from jouleroute.evaluation.val_contest_section import val_contest_lines
 
     assert iso["best_on_utility"]["name"] == "knn"
     gap = next(c for c in iso["contenders"] if c["name"] == "mf")
     assert gap["utility_gap"] == pytest.approx(saver.val_utility - greedy.val_utility)
     assert gap["utility_gap_ci95"][0] < 0 < gap["utility_gap_ci95"][1]
-    text = "\n".join(selection_lines(iso))
+    text = "\n".join(val_contest_lines(iso))
     assert "The best mean val utility is knn's" in text and "tied with it" in text
     assert "Champion: **mf** (family `mf`), at 40.0% of that model's energy on val (knn 100.0%)" in text
     where = "\n".join(champion_lines(iso))

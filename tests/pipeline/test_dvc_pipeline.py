@@ -197,7 +197,7 @@ def test_the_champion_is_chosen_on_val_registered_and_reported(tiny_repo, reprod
     """The evaluate stage picks the best (family, checkpoint) on val and registers it under the alias
     `champion` (issue 18, item 4); `jouleroute serve` builds it (tests/gateway/test_champion.py)."""
     report = json.loads((tiny_repo / "artifacts/evaluate/report.json").read_text())
-    selection = report["selection"]
+    selection = report["val_contest"]
     assert {"lm/sft", "knn", "mlp", "mf"} <= {c["name"] for c in selection["contenders"]}
     # evaluate.champion_by: iso_accuracy (the default): among the contenders tied with the best mean val utility,
     # the lowest val iso-accuracy energy share (no val point at that accuracy: 100%)

@@ -72,7 +72,7 @@ def test_the_recipes_family_is_trained_evaluated_a_contender_and_servable(tmp_pa
     assert ctx.params.baselines.section("prior").shrink == 0.1
     report = evaluate_stage(ctx).report
     assert {"prior", "knn"} <= set(report["families"])  # trained on train, swept on test
-    assert "prior" in {c["family"] for c in report["selection"]["contenders"]}  # a champion contender on val
+    assert "prior" in {c["family"] for c in report["val_contest"]["contenders"]}  # a champion contender on val
     served = gateway_router(ctx.params, GatewayConfig(router={"kind": "prior"}), root,
                             make_meter(ctx.params.energy))
     assert served.name == "prior" and served.candidates == sorted(profile["candidate_id"].unique())

@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from jouleroute.tournament.live import LiveOutcomes
-from jouleroute.tournament.run import candidate_key, run_tournament
+from jouleroute.tournament.jobs import candidate_key
+from jouleroute.tournament.run import run_tournament
 from jouleroute.tournament.shards import ShardStore, read_shard_meta
 from jouleroute.training.config import GrpoConfig, RouterDataConfig, SftConfig
 from jouleroute.training.grpo import run_grpo
