@@ -36,6 +36,7 @@ from jouleroute.routing.blend import blend_scores  # noqa: E402
 from jouleroute.routing.lm.router import LMRouter  # noqa: E402
 from jouleroute.routing.registry import build_router  # noqa: E402
 from jouleroute import stats  # noqa: E402
+from jouleroute.policy.compare import difference_verdict  # noqa: E402
 from jouleroute.evaluation import val_utility  # noqa: E402
 
 
@@ -64,8 +65,8 @@ def per_query_utility(scores, matrix, lambdas, norm) -> np.ndarray:
 def paired_mean_ci(diff: np.ndarray, samples: int = 1000, seed: int = 0) -> dict:
     """Mean of a paired difference and its 95% percentile bootstrap interval (``stats.paired_mean_ci``)."""
     low, high = stats.paired_mean_ci(diff, samples, seed)
-    label = "tie" if low <= 0 <= high else ("better" if low > 0 else "worse")
-    return {"difference": float(diff.mean()), "ci_low": low, "ci_high": high, "verdict": label}
+    return {"difference": float(diff.mean()), "ci_low": low, "ci_high": high,
+            "verdict": difference_verdict([low, high])}  # win: this router's utility is higher beyond noise
 
 
 def main(argv: list[str] | None = None) -> None:

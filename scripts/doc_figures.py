@@ -212,6 +212,14 @@ def layers() -> str:
     return "\n".join(lines)
 
 
+def _verdict(difference: dict) -> str:
+    """A paired difference's verdict from its interval, in the one set of words (policy/compare.py; records
+    written before it say better/worse)."""
+    from jouleroute.policy.compare import difference_verdict
+
+    return difference_verdict([difference["ci_low"], difference["ci_high"]])
+
+
 def router_levers() -> str:
     """The LM router's early-exit levers on the replay study (experiments/router_levers.py's record)."""
     import json
@@ -224,7 +232,7 @@ def router_levers() -> str:
     for name, row in record["routers"].items():
         r = row["none"]
         d = r["val_minus_first"]
-        ci = "—" if name == first else f"{d['difference']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] {d['verdict']}"
+        ci = "—" if name == first else f"{d['difference']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] {_verdict(d)}"
         lines.append(f"| {name} | {row['layers']} | {r['val_utility']:.4f} | {ci} | {r['blend']['weight']:g}/"
                      f"{r['blend']['energy']} | {r['test_aiq_lm']:.4f} | {r['test_aiq_blended']:.4f} |")
     knn = record["knn"]
@@ -246,7 +254,7 @@ def router_precision() -> str:
         fp32, bf16 = row["none"], row["bf16"]
         d = bf16["val_minus_fp32"]
         lines.append(f"| {name} | {row['layers']} | {fp32['val_utility']:.4f} | {bf16['val_utility']:.4f} | "
-                     f"{d['difference']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] {d['verdict']} | "
+                     f"{d['difference']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] {_verdict(d)} | "
                      f"{min(row['bf16_agreement_val'].values()):.3f} | {fp32['test_aiq_lm']:.4f} | "
                      f"{bf16['test_aiq_lm']:.4f} |")
     lines += ["", "Val utility: mean over the val queries and the λ grid; CI: paired bootstrap over val queries (1000 "

@@ -66,9 +66,9 @@ def test_router_levers_uses_the_library_s_per_query_utility_and_paired_interval(
     diff = np.random.default_rng(0).normal(0.01, 0.05, 80)
     got = router_levers.paired_mean_ci(diff)
     assert [got["ci_low"], got["ci_high"]] == stats.paired_mean_ci(diff)
-    assert got["verdict"] == ("tie" if got["ci_low"] <= 0 <= got["ci_high"] else "better")
+    assert got["verdict"] == ("tie" if got["ci_low"] <= 0 <= got["ci_high"] else "win")
     steady = router_levers.paired_mean_ci(np.full(40, -0.02))
-    assert steady["verdict"] == "worse" and steady["ci_low"] == pytest.approx(-0.02)
+    assert steady["verdict"] == "loss" and steady["ci_low"] == pytest.approx(-0.02)
 
 
 def test_router_levers_runs_end_to_end_on_a_small_profile_and_a_tiny_router(tmp_path):

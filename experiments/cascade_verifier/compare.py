@@ -21,7 +21,7 @@ import numpy as np
 
 from jouleroute.cascade.chain import Chain, simulate
 from jouleroute.cascade.matrix import CascadeMatrix
-from jouleroute.policy.compare import accuracy_verdict
+from jouleroute.policy.compare import difference_verdict
 from jouleroute.stats import percentile_interval, resample_index
 
 
@@ -126,6 +126,5 @@ def compare_on_test(test: CascadeMatrix, agreement: Chain, first: str, final: st
     for name, values_ in derived.items():
         out[name] = float(values_[0])
         out[f"{name}_ci"] = percentile_interval(values_[1:], confidence) if samples > 0 else None
-    read = accuracy_verdict(out["accuracy_diff_verifier_minus_agreement_ci"], 0.0)  # the policies' reading, margin 0
-    out["verdict"] = {"above": "win", "inferior": "loss", "inconclusive": "tie"}.get(read, read)
+    out["verdict"] = difference_verdict(out["accuracy_diff_verifier_minus_agreement_ci"])  # verifier − agreement
     return out

@@ -20,14 +20,6 @@ RULE_NAMES = {"choose_lambda", "meet_target", "pick_singles", "best_single", "be
               "reaches_floor", "iso_accuracy_point"}
 COMPARE = REPO / "jouleroute/policy/compare.py"
 RESAMPLING = {COMPARE, REPO / "jouleroute/stats.py"}
-# Known verdict-word sets outside policy/compare.py, in files this check's change did not own; each is still one
-# (test_the_checks_catch_the_copies_they_replaced), so the list shrinks when one is fixed.
-OTHER_WORDS = {
-    # maps accuracy_verdict at margin 0 onto win/loss/tie: compare.difference_verdict gives the same words
-    "experiments/cascade_verifier/compare.py",
-    # tie/better/worse for a paired difference: compare.difference_verdict's words would change its result files
-    "experiments/router_levers.py",
-}
 TARGET_FIELDS = {"energy_share", "accuracy_floor", "iso_accuracy", "above_best"}
 
 
@@ -162,7 +154,7 @@ def test_meeting_a_target_and_the_verdicts_are_written_once():
 
 def test_one_set_of_verdict_words():
     found = [f"{path.relative_to(REPO)}:{what}" for path, tree in _trees()
-             if path != COMPARE and str(path.relative_to(REPO)) not in OTHER_WORDS for what in verdict_word_sets(tree)]
+             if path != COMPARE for what in verdict_word_sets(tree)]
     assert not found, "verdict words outside jouleroute/policy/compare.py:\n" + "\n".join(found)
 
 
@@ -197,7 +189,9 @@ def test_the_checks_catch_the_copies_they_replaced():
     assert verdict_word_sets(ast.parse('TIE, WIN, LOSS = "tie", "win", "loss"\n'))  # evaluation/bootstrap.py's
     assert verdict_word_sets(ast.parse("def v(lo, hi):\n    return 'tie' if lo <= 0 <= hi else 'loss'"))
     assert not verdict_word_sets(ast.parse("say = {'win': 'wins', 'loss': 'loses'}[row['verdict']]\n"))
-    assert all(verdict_word_sets(ast.parse((REPO / known).read_text())) for known in OTHER_WORDS)
+    # the experiments' own words, before they called compare.difference_verdict
+    assert verdict_word_sets(ast.parse('label = "tie" if low <= 0 <= high else ("better" if low > 0 else "worse")'))
+    assert verdict_word_sets(ast.parse('v = {"above": "win", "inferior": "loss", "inconclusive": "tie"}.get(r, r)'))
     pooled = ("ci = percentile_interval(diff[index].mean(axis=1), confidence)\n"  # cascade_choice's pooled figures
               "share = percentile_interval(e[index].sum(axis=1) / ref[index].sum(axis=1), confidence)\n")
     assert len(hand_rolled_intervals(ast.parse(pooled))) == 2
