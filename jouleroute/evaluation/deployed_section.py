@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jouleroute.evaluation.formatting import fmt as _f
+from jouleroute.policy.kinds import kind_of
 from jouleroute.policy.target import Target
 
 FIGURES = ("accuracy_diff_vs_best", "energy_share_of_best", "accuracy_diff_vs_reference", "routing_gain")
@@ -64,7 +65,7 @@ def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
     spread = stab.get("lam_interval")
     goal = (f"accuracy at least the best single's minus {singles['tolerance']:g}" if block["chosen_by"] == "iso_accuracy"
             else Target.of(block["chosen_by"], block["floor_or_share"]).describe())
-    single, routed = block.get("policy") == "single", block.get("policy", "route") == "route"
+    routed = kind_of(block).routes
     met = ("meets it on selection data" if block["met_on_selection"] else
            f"no λ meets it on selection data ({block['reason']})" + ("; the closest λ is deployed" if routed else ""))
     served = block.get("served") or f"{block['champion']} at λ={block['lam']:.4g}"
@@ -81,7 +82,7 @@ def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
                 f" (first on mean val utility in {_pct(block['champion_first_on_utility'])} of val resamples)")
              + f" at λ = {block['lam']:.4g}, the target ({goal}) {met}{stable('lam')}"
              + (f"; 90% of the resamples choose λ in [{spread[0]:.3g}, {spread[1]:.3g}]" if spread else "") + ".",
-             *_policy_lines(block, single, stable), "",
+             *_policy_lines(block, stable), "",
              *_contender_table(block.get("contenders"), energy_source), "",
              f"On test ({test['n_queries']} queries, {test['confidence']:.0%} paired-bootstrap intervals over "
              f"{test['samples']} resamples, `{test['view']}` view, energy **{energy_source}**"
@@ -112,7 +113,7 @@ def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
     return lines
 
 
-def _policy_lines(block: dict, single: bool, stable) -> list[str]:
+def _policy_lines(block: dict, stable) -> list[str]:
     """Whether routing pays over the single model the target picks alone, on selection data."""
     alone = block.get("single_on_selection")
     if "policy" not in block:
@@ -124,11 +125,7 @@ def _policy_lines(block: dict, single: bool, stable) -> list[str]:
     own = "" if not point or not point.get("overhead_j") else f", its own cost {point['overhead_j']:.3g} J/query included"
     figures = ("" if point is None else f" ({point['accuracy_diff_vs_best']:+.3f} vs the best single, "
                f"{_pct(point['energy_share_of_best'])} of its energy{own})")
-    if block.get("policy") == "cascade":
-        verdict = f"**the cascade `{block['deployed']['name']}` is deployed**: it meets the target and pays over it"
-    else:
-        verdict = ("does not beat it, or misses the target, and no cascade does: **that single model is deployed**, "
-                   "every query sent to it, no router run" if single else "beats it: **routing is deployed**")
+    verdict = kind_of(block).verdict(block)
     return [f"- Without a router the target picks `{alone['candidate']}` ({alone['accuracy_diff_vs_best']:+.3f} vs "
             f"the best single, {_pct(alone['energy_share_of_best'])} of its energy, on selection data). The champion"
             f"{figures} " + verdict + f"{stable('policy')}.", *_kinds_table(block.get("kinds"))]
@@ -169,7 +166,7 @@ def deployed_summary(dep: dict | None) -> list[str]:
                                            f"{scale * dep[f'{name}_ci_high']:.3g}{unit}]")
     src = dep["energy_source"]
     single = dep.get("policy") == "single"
-    met = ([] if dep["met_on_selection"] or dep.get("policy", "route") != "route" else
+    met = ([] if dep["met_on_selection"] or not kind_of(dep).routes else
            ["  no λ met the target on selection data: the closest is deployed"])
     served = dep.get("served") or f"{dep['champion']} at λ={dep['lam']:.4g}"
     gain = (f"  routing not deployed: it did not pay on selection data (champion {dep['champion']} at "

@@ -37,6 +37,8 @@ class PolicyKind:
     write: Callable[[dict, Path], None] | None = None  # what it needs beside champion.json, from its deployment
     routes: bool = False  # the champion router at an operating point (a λ): its own picks, its cost metered
     tag: Callable[[dict], str] | None = None  # its own name on the registered champion (MLflow tag named the kind)
+    # the report's words on why it is deployed, against the single the target picks alone (evaluate's block)
+    verdict: Callable[[dict], str] = lambda block: ""
 
 
 KINDS: dict[str, PolicyKind] = {}
@@ -63,15 +65,20 @@ register_kind(PolicyKind(
     SINGLE, ("model",), lambda d: f"always {d['model']}", compact=lambda dep: dep["single"],
     picks=lambda deployment, routed: [deployment["single"]] * len(routed),
     serves=lambda deployment: f"routing not deployed: {deployment['single']} serves every query (no route or "
-                              "cascade paid on selection data)", tag=lambda deployment: deployment["single"]))
+                              "cascade paid on selection data)", tag=lambda deployment: deployment["single"],
+    verdict=lambda block: ("does not beat it, or misses the target, and no cascade does: **that single model is "
+                           "deployed**, every query sent to it, no router run")))
 register_kind(PolicyKind(
     ROUTE, ("family", "lam"), lambda d: f"{d['name']} at λ={d['lam']:.4g}", compact=lambda dep: dep["champion"],
-    picks=lambda deployment, routed: list(routed), serves=lambda deployment: None, routes=True))
+    picks=lambda deployment, routed: list(routed), serves=lambda deployment: None, routes=True,
+    verdict=lambda block: "beats it: **routing is deployed**"))
 register_kind(PolicyKind(
     CASCADE, ("stages", "max_output_tokens"), lambda d: f"the cascade {d['name']}",
     compact=lambda dep: (dep.get("deployed_name") or "").replace(" ", ""), picks=None,
     serves=lambda deployment: f"the cascade {deployment['deployed']['name']} serves every query", write=write_chain,
-    tag=lambda deployment: deployment["deployed"]["name"]))
+    tag=lambda deployment: deployment["deployed"]["name"],
+    verdict=lambda block: f"**the cascade `{block['deployed']['name']}` is deployed**: it meets the target and pays "
+                          "over it"))
 
 
 def kind_of(deployment: dict) -> PolicyKind:
