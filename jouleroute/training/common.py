@@ -113,10 +113,36 @@ class StepProgress(TrainerCallback):
             self.tick(1)
 
 
+def finished(checkpoint: str | None) -> bool:
+    """Whether ``checkpoint`` is the last step of its run: a finished run DVC's ``persist`` kept, not a killed one
+    (the stage reran for a dependency that does not change what is trained)."""
+    if not checkpoint:
+        return False
+    state = json.loads((Path(checkpoint) / "trainer_state.json").read_text())
+    return int(state.get("max_steps") or 0) > 0 and int(state["global_step"]) >= int(state["max_steps"])
+
+
+def take_finished(trainer: Trainer, checkpoint: str) -> dict[str, Any]:
+    """The finished run's weights and state, as they are: resuming it would train one step more on every rerun
+    (transformers' loop steps once before it checks the end), and a rerun must give what a fresh run gives."""
+    from transformers.trainer_callback import TrainerState
+
+    trainer._load_from_checkpoint(checkpoint)
+    trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    log.info("%s is this training's last step (%d): its weights are taken, no step is trained again", checkpoint,
+             trainer.state.global_step)
+    return {"train_loss": float(sum(losses) / len(losses)) if losses else float("nan"),
+            "global_step": int(trainer.state.global_step), "train_s": 0.0, "resumed_from": checkpoint}
+
+
 def train_timed(trainer: Trainer, resume: str | None) -> dict[str, Any]:
-    """``trainer.train()`` (resumed from ``resume`` when given): loss, steps and wall seconds."""
+    """``trainer.train()`` (resumed from ``resume`` when given): loss, steps and wall seconds. A ``resume`` that
+    is its run's last step is taken as it is (``take_finished``); its loss is the mean of the logged losses."""
     import time
 
+    if finished(resume):
+        return take_finished(trainer, resume)
     if resume:
         log.info("resuming from %s", resume)
     started = time.perf_counter()

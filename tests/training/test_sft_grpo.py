@@ -154,6 +154,24 @@ def test_only_the_top_layers_train_when_asked(data_dir, tiny_model_dir, tmp_path
     assert metrics["trainable_params"] < metrics["total_params"] and metrics["frozen_layers"] == 1
 
 
+def test_a_finished_run_rerun_trains_no_step_and_keeps_its_weights(data_dir, sft_run, tmp_path):
+    """A stage rerun for a dependency that does not change training (DVC keeps the checkpoints) finds its run's
+    last checkpoint: the weights are taken as they are; resuming it trained one GRPO step more on every rerun."""
+    from safetensors.torch import load_file
+
+    cfg = GrpoConfig(max_steps=2, prompts_per_step=2, logging_steps=1, save_steps=1, learning_rate=1e-3)
+    first = run_grpo(cfg, data_dir, sft_run[0], tmp_path)
+    weights = load_file(tmp_path / "model" / "model.safetensors")
+    steps = FirstStep()
+    again = run_grpo(cfg, data_dir, sft_run[0], tmp_path, callbacks=[steps])
+    assert first["global_step"] == again["global_step"] == 2 and again["resumed_from"].endswith("checkpoint-2")
+    assert again["train_s"] == 0.0 and sorted(p.name for p in (tmp_path / "checkpoints").glob("checkpoint-*")) == \
+        ["checkpoint-1", "checkpoint-2"]
+    after = load_file(tmp_path / "model" / "model.safetensors")
+    assert weights.keys() == after.keys() and all(torch.equal(weights[k], after[k]) for k in weights)
+    assert steps.first is None
+
+
 def test_checkpoints_of_other_training_code_are_not_resumed(data_dir, tmp_path, monkeypatch):
     """DVC keeps the persisted checkpoints when the trainer's code changes: a rerun then trains anew."""
     from jouleroute.training import common
