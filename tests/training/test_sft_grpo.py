@@ -172,6 +172,21 @@ def test_a_finished_run_rerun_trains_no_step_and_keeps_its_weights(data_dir, sft
     assert steps.first is None
 
 
+def test_a_finished_sft_run_rerun_trains_no_step_and_keeps_its_weights(data_dir, tiny_model_dir, tmp_path):
+    """The same for SFT, whose trainer trains the top layers on cached trunk features."""
+    from safetensors.torch import load_file
+
+    cfg = SftConfig(max_steps=2, batch_size=8, save_steps=1, logging_steps=1, train_last_layers=1)
+    first = run_sft(cfg, data_dir, tiny_model_dir, tmp_path)
+    weights = load_file(tmp_path / "model" / "model.safetensors")
+    steps = FirstStep()
+    again = run_sft(cfg, data_dir, tiny_model_dir, tmp_path, callbacks=[steps])
+    assert first["global_step"] == again["global_step"] == 2 and again["resumed_from"].endswith("checkpoint-2")
+    after = load_file(tmp_path / "model" / "model.safetensors")
+    assert weights.keys() == after.keys() and all(torch.equal(weights[k], after[k]) for k in weights)
+    assert steps.first is None
+
+
 def test_checkpoints_of_other_training_code_are_not_resumed(data_dir, tmp_path, monkeypatch):
     """DVC keeps the persisted checkpoints when the trainer's code changes: a rerun then trains anew."""
     from jouleroute.training import common
