@@ -12,14 +12,14 @@ from collections import Counter
 from pathlib import Path
 
 from faults_client import get_text, metric_sum, records_check, send
-from faults_processes import start
+from faults_processes import start, wait_all_ready
 
 
 def bench_cascade(args, work: Path) -> dict:
     import aiohttp
 
     import bench_cascade as bc
-    from bench_gateway import free_port, stop, wait_ready
+    from bench_gateway import free_port, stop
 
     script = str(Path(bc.__file__).resolve())
     targets, procs = {}, {}
@@ -33,10 +33,7 @@ def bench_cascade(args, work: Path) -> dict:
     gateway = start(["--role", "gateway", "--targets", json.dumps(targets), "--port", str(gw_port),
                      "--log", str(log)], work / "cascade-gateway.out", script)
     try:
-        for role, proc in procs.items():
-            wait_ready(targets[role] + "/models", proc)
-        base = f"http://127.0.0.1:{gw_port}"
-        wait_ready(base + "/readyz", gateway)
+        base = wait_all_ready(procs, targets, gateway, gw_port)
         url = base + "/v1/chat/completions"
 
         async def load() -> tuple[list[dict], float, float]:

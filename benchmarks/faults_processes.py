@@ -79,6 +79,18 @@ def run_gateway(targets: dict[str, str], port: int, log_file: str, timeout_s: fl
                 access_log=False, timeout_keep_alive=30, timeout_graceful_shutdown=5)
 
 
+def wait_all_ready(upstreams: dict[str, subprocess.Popen], targets: dict[str, str], gateway: subprocess.Popen,
+                   gateway_port: int) -> str:
+    """Wait for every upstream's /models, then the gateway's /readyz; the gateway's base URL."""
+    from bench_gateway import wait_ready
+
+    for name, proc in upstreams.items():
+        wait_ready(targets[name] + "/models", proc)
+    base = f"http://127.0.0.1:{gateway_port}"
+    wait_ready(base + "/readyz", gateway)
+    return base
+
+
 def start(args: list[str], log: Path, script: str = FAULTS_SCRIPT) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, script, *args], stdout=log.open("w"), stderr=subprocess.STDOUT,
                             env=os.environ | {"TOKENIZERS_PARALLELISM": "false"})

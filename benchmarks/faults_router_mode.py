@@ -12,13 +12,13 @@ from collections import Counter
 from pathlib import Path
 
 from faults_client import classify, get_text, metric_sum, records_check, send
-from faults_processes import CANDIDATES, start
+from faults_processes import CANDIDATES, start, wait_all_ready
 
 
 def bench_router(args, fault: str, work: Path) -> dict:
     import aiohttp
 
-    from bench_gateway import free_port, stop, wait_ready
+    from bench_gateway import free_port, stop
 
     targets, procs = {}, {}
     for name in CANDIDATES:
@@ -33,10 +33,7 @@ def bench_router(args, fault: str, work: Path) -> dict:
     limit_s = len(CANDIDATES) * args.timeout + answer_s + 10  # past this a request has hung
     victim = procs[args.victim]
     try:
-        for name, proc in procs.items():
-            wait_ready(targets[name] + "/models", proc)
-        base = f"http://127.0.0.1:{gw_port}"
-        wait_ready(base + "/readyz", gateway)
+        base = wait_all_ready(procs, targets, gateway, gw_port)
         url = base + "/v1/completions"
 
         async def load() -> tuple[list[dict], float, dict]:
