@@ -35,6 +35,8 @@ export PATH := $(BIN):$(PATH)
 # (Re)install when pyproject.toml changes. torch==2.13.0 goes first: it is the CPU
 # wheel on disk, and anything that depends on torch would otherwise pull a CUDA build.
 $(STAMP): pyproject.toml
+	@free=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); [ "$$free" -ge 4 ] || echo "setup: only $$free GiB free on this disk;" \
+	  "the environment takes about 3 GiB (torch alone 0.75): pip may stop on 'No space left on device'" >&2
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -qq --upgrade pip
 	$(PY) -m pip install -qq torch==2.13.0
