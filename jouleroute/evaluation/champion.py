@@ -45,9 +45,9 @@ def val_contest_champion(setup: EvaluateSetup, contest: Contest, tracking: bool)
                                per_query=evidence["cross_fitted"].get("per_query_utility"),
                                points=_points(evidence["cross_fitted"], str)))
     val_contest = choose(contest.val_rows, setup.grpo_dir / "metrics.json",
-                       {"sft": setup.sft_dir / "model", "grpo": setup.lm_router_dir},
-                       contest.fitted if contest.on_train else {}, p.energy_policy.norm, setup.root, extra,
-                       rule=p.evaluate.champion_by, tolerance=p.evaluate.accuracy_tolerance)
+                         {"sft": setup.sft_dir / "model", "grpo": setup.lm_router_dir},
+                         contest.fitted if contest.on_train else {}, p.energy_policy.norm, setup.root, extra,
+                         rule=p.evaluate.champion_by, tolerance=p.evaluate.accuracy_tolerance)
     if val_contest is None:
         return None
     if evidence is not None:

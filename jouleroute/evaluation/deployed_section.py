@@ -16,8 +16,8 @@ def deployed_metrics(block: dict, energy_source: str) -> dict:
     out = {"served": block.get("served", block["champion"]), "policy": block.get("policy", "route"),
            "deployed_name": (block.get("deployed") or {}).get("name"),
            "single": block.get("single"), "champion": block["champion"], "family": block["family"], "lam": block["lam"],
-           "chosen_by": block["chosen_by"], "met_on_selection": block["met_on_selection"],
-           "selection_data": block["selection_sweep"]["data"],
+           "chosen_by": block["chosen_by"], "met_on_selection": block.get("met_on_selection_across_kinds"),
+           "selection_data": block["selection_sweep"]["data"], "champion_met_on_selection": block["met_on_selection"],
            "n_selection_queries": block["selection_sweep"]["n_queries"],
            "best_single": singles["best_single"]["candidate"], "reference_single": singles["reference_single"]["candidate"],
            "stability": {k: v for k, v in stability.items() if k not in ("samples", "lam_interval")}
@@ -59,10 +59,11 @@ def deployed_lines(block: dict | None, energy_source: str) -> list[str]:
                 "scored here (report.json's `val_contest`)."]
     test, singles, sweep = block["test"], block["singles"], block["selection_sweep"]
     best, ref = singles["best_single"], singles["reference_single"]
-    stab = {**singles.get("stability", {}), **block.get("stability", {}), **(block.get("kind_stability") or {})}
-    stable = lambda key: (f" (same choice in {_pct(stab[key])} of {stab['samples']} resamples)"  # noqa: E731
+    parts = (singles.get("stability"), block.get("stability"), block.get("kind_stability"))  # shares: floats
+    stab = {k: (v, part["samples"]) for part in parts if part for k, v in part.items() if isinstance(v, float)}
+    stable = lambda key: (f" (same choice in {_pct(stab[key][0])} of {stab[key][1]} resamples)"  # noqa: E731
                           if key in stab else "")
-    spread = stab.get("lam_interval")
+    spread = (block.get("stability") or {}).get("lam_interval")
     goal = (f"accuracy at least the best single's minus {singles['tolerance']:g}" if block["chosen_by"] == "iso_accuracy"
             else Target.of(block["chosen_by"], block["floor_or_share"]).describe())
     routed = kind_of(block).routes
@@ -166,7 +167,7 @@ def deployed_summary(dep: dict | None) -> list[str]:
                                            f"{scale * dep[f'{name}_ci_high']:.3g}{unit}]")
     src = dep["energy_source"]
     single = dep.get("policy") == "single"
-    met = ([] if dep["met_on_selection"] or not kind_of(dep).routes else
+    met = ([] if dep.get("champion_met_on_selection", dep["met_on_selection"]) or not kind_of(dep).routes else
            ["  no λ met the target on selection data: the closest is deployed"])
     served = dep.get("served") or f"{dep['champion']} at λ={dep['lam']:.4g}"
     gain = (f"  routing not deployed: it did not pay on selection data (champion {dep['champion']} at "

@@ -26,7 +26,7 @@ from jouleroute.evaluation.val_contest import val_queries
 from jouleroute.policy.choose import CASCADE, PolicyOutcomes
 from jouleroute.policy.kinds import describe
 from jouleroute.policy.route import ContenderSweep, choose_deployed
-from jouleroute.policy.singles import best_column, singles_on_selection
+from jouleroute.policy.singles import best_column, draws_energy, singles_on_selection
 from jouleroute.policy.target import Target, effective_target
 from jouleroute.routing.baselines.query_energy import PerQueryEnergy
 from jouleroute.routing.registry import build_router, sample_train
@@ -42,8 +42,9 @@ def decide_deployment(setup: EvaluateSetup, contest: Contest, val_contest: dict)
     lams = [lam for lam in cfg.decision_grid.lambdas if low - 1e-12 <= lam <= high + 1e-12]
     everything = selection_matrix(contest.profile, contest.queries, p.energy_policy.column)
     singles = singles_on_selection(everything, tolerance, cfg.stability_samples, cfg.seed)
-    contenders = deployment_contenders(setup, contest, val_contest, everything, lams,
-                                       singles["best_single"]["candidate"])
+    draws_energy(singles, f"{p.paths.resolve('profile', setup.root)}: column '{p.energy_policy.column}'")
+    best = singles["best_single"]["candidate"]
+    contenders = deployment_contenders(setup, contest, val_contest, everything, lams, best)
     if not contenders:
         logger.warning("the champion %s cannot be scored here: no deployed point", val_contest["winner"]["name"])
         return None
@@ -52,11 +53,11 @@ def decide_deployment(setup: EvaluateSetup, contest: Contest, val_contest: dict)
     decision = choose_policy(target, lams, contenders, everything, tolerance, cfg.stability_samples, cfg.seed,
                              cfg.confidence, cfg.noninferiority_margin, others, cfg.bootstrap_samples)
     champion = contenders[decision.pop("index")]
-    choice = choose_deployed(target, lams, champion.correct, champion.energy + champion.overhead_j,
-                             champion.best_correct, champion.best_energy, tolerance, cfg.stability_samples, cfg.seed)
     correct, energy = champion.correct, champion.energy + champion.overhead_j
+    choice = choose_deployed(target, lams, correct, energy, champion.best_correct, champion.best_energy, tolerance,
+                             cfg.stability_samples, cfg.seed, cfg.confidence)
     sweep = {"lam": list(lams), "accuracy": [float(x) for x in correct.mean(axis=0)],
-             "j_per_query": [float(x) for x in energy.mean(axis=0)], "best_single": singles["best_single"]["candidate"],
+             "j_per_query": [float(x) for x in energy.mean(axis=0)], "best_single": best,
              "best_single_accuracy": float(champion.best_correct.mean()),
              "best_single_j_per_query": float(champion.best_energy.mean()), "tolerance": tolerance,
              "n_queries": len(champion.query_ids), "data": champion.data, "overhead_j": champion.overhead_j}

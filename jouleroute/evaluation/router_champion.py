@@ -40,29 +40,29 @@ def choose_policy(target: Target, lams: Sequence[float], contenders: Sequence[Co
     stable the router champion is."""
     if not contenders and not others:
         raise ValueError("no contender to deploy")
-    points = _points(target, lams, contenders, m, tolerance, None)
+    points = _points(target, lams, contenders, m, tolerance, None, confidence)
     k = _champion(target, points, tolerance) if contenders else None
     kinds = list(others) + singles_as_policies(m)
     if k is not None:
         kinds.insert(0, route_policy(contenders[k], points[k], lams))
     decision = choose_across_kinds(target, kinds, m, tolerance, margin,  # the intervals: evaluate.bootstrap_samples
-                                   samples if interval_samples is None else interval_samples, seed, confidence)
+                                   samples if interval_samples is None else interval_samples, seed, confidence, samples)
     out = decision | {"champion": None if k is None else contenders[k].name,
                       "family": None if k is None else contenders[k].family, "index": k,
                       "contenders": [{"name": c.name, "family": c.family, "data": c.data,
                                       "n_queries": len(c.query_ids), **p} for c, p in zip(contenders, points)]}
     if samples > 0 and len(contenders) > 1:
-        again = [_champion(target, _points(target, lams, contenders, m, tolerance, rows), tolerance)
+        again = [_champion(target, _points(target, lams, contenders, m, tolerance, rows, confidence), tolerance)
                  for rows in resample_index(len(m.query_ids), samples, seed)]
         out["stability"] = {"champion": float(np.mean(np.array(again) == k)), "samples": samples}
     return out
 
 
-def _points(target: Target, lams, contenders, m: ProfileMatrix, tolerance: float, rows) -> list[dict]:
+def _points(target: Target, lams, contenders, m: ProfileMatrix, tolerance: float, rows, confidence) -> list[dict]:
     """Each contender's deployed point on every selection query (``rows`` None) or on a resample of ``m``'s rows;
     a contender scored on other queries (the LM router on val) keeps its point."""
-    return [c.point(target, lams, tolerance, rows if rows is not None and c.query_ids == m.query_ids else None)
-            for c in contenders]
+    return [c.point(target, lams, tolerance, rows if rows is not None and c.query_ids == m.query_ids else None,
+                    confidence) for c in contenders]
 
 
 def _champion(target: Target, points: list[dict], tolerance: float) -> int:

@@ -13,7 +13,8 @@ brings out-of-fold outcomes, so its figures carry no winner's curse. ``choose_ac
    (the single the target picks alone, the reference of every gain); equal figures go to the simpler kind
    (``SIMPLER_FIRST``);
 4. deploys a route or a cascade only when it also pays over that single (a paired interval of its J/query ratio
-   below 1 for an accuracy target, of its accuracy difference above 0 for an energy share); otherwise the single.
+   below 1 for an accuracy target, of its accuracy difference above 0 for an energy share; with no resamples,
+   ``evaluate.bootstrap_samples: 0``, nothing shows that it pays); otherwise the single.
 
 ``m``: the selection outcomes of every candidate (``query_ids``, ``candidates``, ``correct``, ``energy_j``).
 """
@@ -61,23 +62,27 @@ def singles_as_policies(m) -> list[PolicyOutcomes]:
 
 
 def choose_across_kinds(target: Target, kinds: Sequence[PolicyOutcomes], m, tolerance: float,
-                        margin: float, samples: int, seed: int, confidence: float) -> dict:
+                        margin: float, samples: int, seed: int, confidence: float,
+                        stability_samples: int | None = None) -> dict:
     """One rule across kinds (policy/meet.py), deciding with selection's uncertainty: for the default
     ``iso_accuracy`` target, a policy other than the best single is admissible only when the lower end of its
     paired accuracy interval against the best single (on its selection queries, out of fold where it was chosen on
     them) lies above −``margin``. A route or a cascade is deployed only when it also pays over the single model the
-    target picks alone among the admissible singles; otherwise that single is deployed."""
+    target picks alone among the admissible singles; otherwise that single is deployed. ``samples``: the intervals'
+    resamples; ``stability_samples`` (default ``samples``): the choice's stability's (0: not measured)."""
     figures = [_figures(p, margin, samples, confidence, seed) for p in kinds]
     guarded = target.kind == "iso_accuracy"
     admissible = [not guarded or (f["accuracy_diff_ci"][0] if f["accuracy_diff_ci"] else f["accuracy_diff_vs_best"])
                   > -margin - _EPS for f in figures]  # without resamples, the point estimate is all there is
+    tiebreak = [SIMPLER_FIRST.index(p.kind) * len(kinds) + i for i, p in enumerate(kinds)]
+
     def pick(rows: list[int]):
         chosen = meet_target(target, [figures[i]["accuracy"] for i in rows],
                              [figures[i]["energy_share_of_best"] for i in rows],
                              [figures[i]["best_accuracy"] for i in rows], tolerance,
                              [figures[i]["accuracy_diff_ci"][0] if figures[i]["accuracy_diff_ci"] else None
                               for i in rows], what="policy", admissible=[admissible[i] for i in rows],
-                             tiebreak=[SIMPLER_FIRST.index(kinds[i].kind) * len(kinds) + i for i in rows])
+                             tiebreak=[tiebreak[i] for i in rows])
         return rows[chosen.index], chosen
     best, met = pick(list(range(len(kinds))))
     singles = [i for i, p in enumerate(kinds) if p.kind == SINGLE]
@@ -99,20 +104,21 @@ def choose_across_kinds(target: Target, kinds: Sequence[PolicyOutcomes], m, tole
             "single_on_selection": None if alone is None else _brief(kinds[alone], figures[alone]),
             "routing_on_selection": evidence,
             "kinds": [_brief(p, f) | {"admissible": a} for p, f, a in zip(kinds, figures, admissible)],
-            "kind_stability": _stability(target, kinds, m, tolerance, admissible, best, STABILITY_SAMPLES, seed)}
-
-
-STABILITY_SAMPLES = 200  # resamples of the selection queries for the choice's stability
+            "kind_stability": _stability(target, kinds, m, tolerance, admissible, tiebreak, deployed,
+                                         # a route or cascade that did not pay competes in no resample
+                                         list(range(len(kinds))) if deployed == best else singles,
+                                         samples if stability_samples is None else stability_samples, seed)}
 
 
 def _stability(target: Target, kinds: Sequence[PolicyOutcomes], m, tolerance: float, admissible: list[bool],
-               chosen: int, samples: int, seed: int) -> dict | None:
-    """The share of bootstrap resamples of the selection queries whose point figures (each policy's admissibility
-    kept) choose the same policy across kinds; a policy scored on other queries (the LM router on val) keeps its
-    figures."""
+               tiebreak: list[int], chosen: int, competing: list[int], samples: int, seed: int) -> dict | None:
+    """The share of bootstrap resamples of the selection queries whose point figures choose the deployed policy
+    ``chosen`` again by the same rule: each policy's admissibility kept, equal figures to the simpler kind, among
+    ``competing`` (every policy, or only the singles when the best route or cascade did not pay or missed the
+    target); a policy scored on other queries (the LM router on val) keeps its figures."""
     from jouleroute.stats import resample_index
 
-    if samples <= 0 or len(kinds) < 2 or target.kind == "above_best":  # above_best reads intervals, not points
+    if samples <= 0 or len(competing) < 2 or target.kind == "above_best":  # above_best reads intervals, not points
         return None
     ids = list(m.query_ids)
     same = [list(p.query_ids) == ids for p in kinds]
@@ -120,11 +126,12 @@ def _stability(target: Target, kinds: Sequence[PolicyOutcomes], m, tolerance: fl
     fixed = [full(p) for p in kinds]
     hits = 0
     for rows in resample_index(len(ids), samples, seed):
-        points = [(p.correct[rows].mean(), p.energy[rows].mean(), p.best_correct[rows].mean(),
-                   p.best_energy[rows].mean()) if s else f for p, s, f in zip(kinds, same, fixed)]
+        points = [(kinds[i].correct[rows].mean(), kinds[i].energy[rows].mean(), kinds[i].best_correct[rows].mean(),
+                   kinds[i].best_energy[rows].mean()) if same[i] else fixed[i] for i in competing]
         pick = meet_target(target, [a for a, _, _, _ in points], [j / bj for _, j, _, bj in points],
-                           [b for _, _, b, _ in points], tolerance, admissible=admissible)
-        hits += pick.index == chosen
+                           [b for _, _, b, _ in points], tolerance, admissible=[admissible[i] for i in competing],
+                           tiebreak=[tiebreak[i] for i in competing])
+        hits += competing[pick.index] == chosen
     return {"policy": hits / samples, "samples": samples}
 
 
@@ -151,10 +158,8 @@ def _pays(target: Target, chosen: PolicyOutcomes, single: PolicyOutcomes, m, sam
     s = m.candidates.index(single.name)
     vs = compare(chosen.correct, chosen.energy, m.correct[rows, s], m.energy_j[rows, s], 0.0, samples, confidence,
                  seed)
-    if samples <= 0:
-        pays = vs["energy_ratio"] < 1 - _EPS if target.kind != "energy_share" else vs["accuracy_diff"] > _EPS
-    else:
-        pays = vs["energy_verdict"] == "cheaper" if target.kind != "energy_share" else vs["verdict"] == "above"
+    # without resamples nothing can show that it pays (the verdicts are "untested"): the single is deployed
+    pays = vs["energy_verdict"] == "cheaper" if target.kind != "energy_share" else vs["verdict"] == "above"
     return {"single": single.name, "j_ratio": vs["energy_ratio"], "j_ratio_ci": vs["energy_ratio_ci"],
             "accuracy_diff": vs["accuracy_diff"], "accuracy_diff_ci": vs["accuracy_diff_ci"], "n_queries": len(rows),
             "pays": bool(pays), "samples": samples, "confidence": confidence}

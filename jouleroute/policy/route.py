@@ -27,12 +27,14 @@ ABOVE_BEST_SAMPLES = 200  # resamples of each λ's interval when router.target i
 
 def choose_deployed(target: Target, lams: Sequence[float], correct: np.ndarray, energy: np.ndarray,
                     best_correct: np.ndarray, best_energy: np.ndarray, tolerance: float, samples: int = 0,
-                    seed: int = 0) -> dict:
+                    seed: int = 0, confidence: float = 0.95) -> dict:
     """The λ of ``lams`` that meets ``target`` on the selection sweep (``correct``/``energy``: [queries, λ] of the
     champion's choices; ``best_*``: the best single's outcomes on the same queries). When none does, the closest
-    λ is deployed and ``met_on_selection`` is false. With ``samples``, the share of resamples choosing the same λ."""
+    λ is deployed and ``met_on_selection`` is false. With ``samples``, the share of resamples choosing the same λ.
+    An ``above_best`` target reads each λ's paired interval at ``confidence`` (``evaluate.confidence``)."""
     def choose(rows) -> dict:
-        bounds = (lower_ends(accuracy_intervals(correct[rows], best_correct[rows], ABOVE_BEST_SAMPLES, 0.95, seed))
+        bounds = (lower_ends(accuracy_intervals(correct[rows], best_correct[rows], ABOVE_BEST_SAMPLES, confidence,
+                                                seed))
                   if target.kind == "above_best" else None)  # above_best reads each λ's paired interval
         return choose_lambda(target, list(lams), list(correct[rows].mean(axis=0)), list(energy[rows].mean(axis=0)),
                              float(best_correct[rows].mean()), float(best_energy[rows].mean()), tolerance,
@@ -93,12 +95,13 @@ class ContenderSweep:
     best_energy: np.ndarray
     overhead_j: float = 0.0  # its own mean J/query on selection queries (0 when the headline leaves it out)
 
-    def point(self, target: Target, lams: Sequence[float], tolerance: float, rows=None) -> dict:
+    def point(self, target: Target, lams: Sequence[float], tolerance: float, rows=None,
+              confidence: float = 0.95) -> dict:
         """Its deployed λ on ``rows`` (default: every query) and that point's figures."""
         rows = np.arange(len(self.query_ids)) if rows is None else rows
         energy = self.energy[rows] + self.overhead_j
         choice = choose_deployed(target, lams, self.correct[rows], energy, self.best_correct[rows],
-                                 self.best_energy[rows], tolerance)
+                                 self.best_energy[rows], tolerance, confidence=confidence)
         k = list(lams).index(choice["lam"])
         best_acc, best_j = float(self.best_correct[rows].mean()), float(self.best_energy[rows].mean())
         acc, joules = float(self.correct[rows, k].mean()), float(energy[:, k].mean())

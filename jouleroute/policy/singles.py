@@ -64,3 +64,14 @@ def singles_on_selection(m, tolerance: float, samples: int, seed: int) -> dict:
         out["stability"] = {"best_single": float(np.mean([b == best for b, _ in picks])),
                             "reference_single": float(np.mean([r == ref for _, r in picks])), "samples": samples}
     return out
+
+
+def draws_energy(singles: dict, where: str) -> None:
+    """Every energy share is a share of the best single's J/query (``singles_on_selection``): one line naming
+    ``where`` (the profile and its energy column) when that is not above 0, as a net-of-idle column can be."""
+    best = singles["best_single"]
+    if not best["j_per_query"] > 0:
+        raise ValueError(f"{where}: the best single {best['candidate']} averages {best['j_per_query']:.4g} J/query "
+                         f"over the {singles['n_queries']} selection queries, and every energy share is a share of "
+                         "its energy, so it must be above 0 (energy_net_j subtracts idle power: set "
+                         "energy_policy.column: energy_j, or check the idle power the profile recorded)")

@@ -233,8 +233,9 @@ def _costs(ctx: StageContext) -> list[str]:
 def _beats_constant_line(by_lambda: dict) -> str:
     losing = [lam for lam, row in by_lambda.items() if row["router_utility"] <= row["best_constant_utility"] + 1e-12]
     verdict = "**met**" if len(losing) <= 1 else "**not met**"
-    return (f"Mandatory: held-out utility beats the best constant at every trained λ except at most one: {verdict} "
-            f"(does not beat it at λ = {', '.join(losing) if losing else 'none'}; {len(by_lambda)} λ checked).")
+    return (f"Mandatory: held-out utility above the best constant's at every trained λ except at most one (point "
+            f"estimates, no interval): {verdict} (not above it at λ = {', '.join(losing) if losing else 'none'}; "
+            f"{len(by_lambda)} λ checked).")
 
 
 def _sft_vs_grpo(metrics_path: Path) -> list[str]:
@@ -266,7 +267,8 @@ def _heldout(metrics_path: Path) -> list[str]:
     lines = ["", "## Held-out check (VAL split, before any test query is seen)", "",
              f"The grpo stage routes {o['n']} (val query, λ) rows. Utility is correct − λ·normalized energy, the "
              "quantity the labels and the GRPO reward share; the best constant is the single model with the best "
-             f"TRAIN utility at that λ. Beats every trivial policy: **{'yes' if o['beats_trivial'] else 'no'}** "
+             f"TRAIN utility at that λ. Above every trivial policy by mean utility (point estimates, no interval): "
+             f"**{'yes' if o['beats_trivial'] else 'no'}** "
              f"(router {o['router_utility']:.3f} vs majority {o['majority_utility']:.3f}, best constant "
              f"{o['best_constant_utility']:.3f}, random {o['random_utility']:.3f}; oracle {o['oracle_utility']:.3f}).",
              "", _beats_constant_line(heldout["by_lambda"]),

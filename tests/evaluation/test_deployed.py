@@ -88,6 +88,14 @@ def test_a_cheap_model_as_good_as_the_best_is_the_reference_and_routing_gains_no
     assert low <= 1.0 <= high and models["routing"] == "tie with the reference single"
     # counting the router's own metered cost, routing can only cost more than asking the twin directly
     assert test["routing_gain"] >= models["routing_gain"]
+    # every stability figure with the count it was measured on (evaluate.stability_samples: 50), the choice across
+    # kinds included; metrics.json's flag is the deployed policy's, the champion's λ apart
+    report_md = (ctx.path("evaluate_dir") / "report.md").read_text()
+    assert deployed["kind_stability"]["samples"] == 50 and "of 50 resamples" in report_md
+    assert "of 200 resamples" not in report_md
+    dep = json.loads((ctx.path("evaluate_dir") / "metrics.json").read_text())["deployed"]
+    assert dep["met_on_selection"] is deployed["met_on_selection_across_kinds"] is True
+    assert dep["champion_met_on_selection"] is deployed["met_on_selection"]
     from jouleroute.energy import make_meter
     from jouleroute.gateway.router_build import build_router
     from jouleroute.gateway.config import GatewayConfig
@@ -96,6 +104,17 @@ def test_a_cheap_model_as_good_as_the_best_is_the_reference_and_routing_gains_no
     served = build_router(ctx.params, GatewayConfig(), ctx.root, make_meter(ctx.params.energy))
     lam = served.default_lam
     assert served.rank([Query("alpha alpha question", "mmlu", lam)])[0].ranking[0] == "twin"  # every query to it
+
+
+def test_a_best_single_drawing_no_energy_stops_evaluate_with_one_line_naming_the_profile(tmp_path):
+    """Every energy share is a share of the best single's J/query: at 0 (a net-of-idle column can sum to it) evaluate
+    stops before deciding, naming the profile, the column and the model, instead of dividing by zero."""
+    profile, queries = _pool(twin_correct_like_big=True)
+    profile.loc[profile["candidate_id"] == "big", "energy_j"] = 0.0
+    ctx = _stage_repo(tmp_path, profile, queries, **SECTIONS)
+    with pytest.raises(ValueError, match=r"profile\.parquet: column 'energy_j': the best single big averages 0 "
+                                         r"J/query over the \d+ selection queries"):
+        _evaluate(ctx)
 
 
 def test_complementary_specialists_make_routing_pay_against_the_reference(tmp_path):

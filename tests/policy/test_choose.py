@@ -100,3 +100,35 @@ def test_every_policy_kind_is_served_through_one_table_and_a_bad_record_is_one_l
         deployed_policy({"deployed": {"kind": "router"}}, "champion.json")
     with pytest.raises(ValueError, match=r"champion.json: the deployed cascade policy lacks \['stages'"):
         deployed_policy({"deployed": {"kind": CASCADE, "name": "a > b", "max_output_tokens": None}}, "champion.json")
+
+
+def test_the_choice_stability_resamples_the_rule_that_made_it():
+    """The stability of the deployed policy re-chooses by the same rule: equal figures to the simpler kind, and a
+    route that did not pay never deployed in a resample (it measured the undeployed route before)."""
+    m, easy = _pool(n=400)
+    n = len(easy)
+    twin = _policy(ROUTE, "mf", m, np.ones(n), np.full(n, 10.0))  # a router whose every pick is big's
+    out = choose_across_kinds(ISO, [twin, *singles_as_policies(m)], m, 0.01, 0.03, 200, 0, 0.95,
+                              stability_samples=37)
+    assert out["policy"] == SINGLE and out["deployed"]["name"] == "big"
+    assert out["kind_stability"] == {"policy": 1.0, "samples": 37}  # was 0.0: ties went to the route listed first
+    hair = _policy(ROUTE, "mf", m, np.ones(n), np.random.default_rng(0).normal(9.9, 3.0, n))  # cheaper within noise
+    out = choose_across_kinds(ISO, [hair, *singles_as_policies(m)], m, 0.01, 0.03, 200, 0, 0.95)
+    ratio = out["routing_on_selection"]["j_ratio_ci"]
+    assert not out["routing_on_selection"]["pays"] and ratio[0] < 1 < ratio[1] and out["policy"] == SINGLE
+    assert out["kind_stability"]["policy"] == 1.0  # the share choosing big, the deployed single
+    assert choose_across_kinds(ISO, [hair, *singles_as_policies(m)], m, 0.01, 0.03, 200, 0, 0.95,
+                               stability_samples=0)["kind_stability"] is None  # 0: not measured
+
+
+def test_without_resamples_nothing_shows_that_a_route_pays():
+    """evaluate.bootstrap_samples: 0 leaves every interval untested: a route cheaper by its point estimate alone is
+    not called a win, and the single is deployed."""
+    m, easy = _pool()
+    n = len(easy)
+    router = _policy(ROUTE, "mf", m, np.ones(n), np.full(n, 8.0))  # right everywhere at 8 J against big's 10
+    tested = choose_across_kinds(ISO, [router, *singles_as_policies(m)], m, 0.01, 0.03, 200, 0, 0.95)
+    assert tested["policy"] == ROUTE and tested["routing_on_selection"]["pays"]
+    untested = choose_across_kinds(ISO, [router, *singles_as_policies(m)], m, 0.01, 0.03, 0, 0, 0.95)
+    assert untested["policy"] == SINGLE and untested["single"] == "big"
+    assert not untested["routing_on_selection"]["pays"] and untested["routing_on_selection"]["j_ratio_ci"] is None
