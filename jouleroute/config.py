@@ -120,6 +120,15 @@ class Params(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _reference_is_in_the_pool(self) -> "Params":
+        """A reference label source names a candidate of the pool (when params declare one): caught here, not after
+        the whole tournament has run."""
+        ref, pool = self.labels.reference, self.candidate_ids
+        if ref and pool and ref not in pool:
+            raise ValueError(f"labels.reference: '{ref}' is not a candidate of the pool (pool: {', '.join(pool)})")
+        return self
+
+    @model_validator(mode="after")
     def _lambda_grids_fit(self) -> "Params":
         """GRPO and evaluation may only use λ the router was trained for (router_data.lambdas)."""
         low, high = min(self.router_data.lambdas), max(self.router_data.lambdas)

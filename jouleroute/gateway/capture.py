@@ -146,8 +146,14 @@ class CaptureRead:
 
 def json_lines(blob: bytes) -> tuple[list[dict], int]:
     """The JSON objects of ``blob``'s lines, and how many lines were unreadable (torn, or not an object)."""
+    numbered, bad = numbered_json_lines(blob)
+    return [record for _, record in numbered], bad
+
+
+def numbered_json_lines(blob: bytes, first: int = 1) -> tuple[list[tuple[int, dict]], int]:
+    """``json_lines`` with each object's line number (``blob``'s first line numbered ``first``)."""
     records, bad = [], 0
-    for raw in blob.split(b"\n"):
+    for number, raw in enumerate(blob.split(b"\n"), start=first):
         if not raw.strip():
             continue
         try:
@@ -156,7 +162,7 @@ def json_lines(blob: bytes) -> tuple[list[dict], int]:
             bad += 1
             continue
         if isinstance(record, dict):
-            records.append(record)
+            records.append((number, record))
         else:
             bad += 1
     return records, bad
@@ -217,7 +223,8 @@ class Capture:
         self._ids: OrderedDict[str, str | None] = OrderedDict()  # request id -> the candidate that answered
         self._remember = remember
         for record in read_capture(folder).records[-remember:]:  # a restarted gateway still knows its traffic
-            self._ids[record["request_id"]] = (record.get("served") or {}).get("candidate")
+            if isinstance(record.get("request_id"), str):  # a line written by another hand may lack one
+                self._ids[record["request_id"]] = (record.get("served") or {}).get("candidate")
         if metrics_registry is not None:
             self.register_gauges(metrics_registry)
 

@@ -49,7 +49,8 @@ def read_prompt_records(path: Path, cfg: PromptsConfig, name: str | None = None)
         raise PromptFileError(f"{name}: no such file")
     if path.suffix == ".parquet":
         return parquet_records(pd.read_parquet(path), cfg, name)
-    return chat_records(path.read_text(encoding="utf-8").splitlines(), cfg, name)
+    # lines end at "\n" only: str.splitlines would also cut at U+2028, U+2029 and U+0085, which JSON keeps raw
+    return chat_records(path.read_text(encoding="utf-8").split("\n"), cfg, name)
 
 
 def chat_records(lines: list[str], cfg: PromptsConfig, name: str) -> list[PromptRecord]:
@@ -71,11 +72,11 @@ def _chat_record(line: str, number: int, cfg: PromptsConfig, name: str) -> Promp
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         raise PromptFileError(f"{where}: not a chat-completions request: 'messages' must be a non-empty list of "
                               "{role, content} objects")
-    users = [i for i, m in enumerate(messages) if m.get("role") == "user" and _text_of(m.get("content")).strip()]
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user" and text_of(m.get("content")).strip()]
     if not users:
         raise PromptFileError(f"{where}: no prompt: the request has no user message with text")
     metadata = request.get("metadata") if isinstance(request.get("metadata"), dict) else {}
-    return PromptRecord(prompt=_text_of(messages[users[-1]].get("content")).strip(),
+    return PromptRecord(prompt=text_of(messages[users[-1]].get("content")).strip(),
                         task=_task(request.get("task") or metadata.get("task"), cfg, where),
                         time_s=_first_time([request, metadata], where), row=number - 1, where=where,
                         earlier_turns=len(messages) > 1)
@@ -101,7 +102,7 @@ def parquet_records(frame: pd.DataFrame, cfg: PromptsConfig, name: str) -> list[
     return records
 
 
-def _text_of(content: object) -> str:
+def text_of(content: object) -> str:
     """A message's text: a string, or the text parts of a list of content parts."""
     if isinstance(content, list):
         return "\n".join(part["text"] for part in content

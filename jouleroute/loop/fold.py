@@ -14,7 +14,9 @@ follows: a rerun folds nothing twice, and a segment still being written is folde
   answered. Feedback whose request is not folded yet waits in ``state.json`` for a later fold.
 
 Both files are rewritten atomically and deduplicated (a request id once; a feedback line once), so even a fold
-killed between its writes folds nothing twice when it runs again.
+killed between its writes folds nothing twice when it runs again. A complete line that is JSON but not a record
+the gateway writes (no request id, a time or score that is not a number, a task that is not a string) stops the
+fold before it writes anything, with one line naming the segment, the line and the field.
 """
 
 from __future__ import annotations
@@ -23,13 +25,19 @@ import csv
 import io
 import json
 import logging
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jouleroute.atomic import atomic_write_text
-from jouleroute.gateway.capture import CAPTURE, FEEDBACK, json_lines
+from jouleroute.labels.prompts import text_of
+from jouleroute.gateway.capture import CAPTURE, FEEDBACK, numbered_json_lines
 
 logger = logging.getLogger(__name__)
+
+
+class CaptureRecordError(ValueError):
+    """A capture or feedback line the fold cannot use; the message names the segment, the line and the field."""
 
 FEEDBACK_COLUMNS = ("query_id", "candidate_id", "score", "request_id", "created")
 
@@ -64,7 +72,7 @@ def fold(capture: Path, prompts_file: Path, feedback_file: Path, state_file: Pat
     lines = {CAPTURE: [], FEEDBACK: []}
     for stream in (CAPTURE, FEEDBACK):
         for path in sorted(Path(capture).glob(f"{stream}-*.jsonl")):
-            records, consumed, bad = _new_records(path, offsets.get(path.name, 0))
+            records, consumed, bad = _new_records(path, offsets.get(path.name, 0), stream)
             if consumed:
                 offsets[path.name] = offsets.get(path.name, 0) + consumed
                 done.segments[path.name] = len(records) + bad
@@ -119,14 +127,36 @@ def fold(capture: Path, prompts_file: Path, feedback_file: Path, state_file: Pat
     return done
 
 
-def _new_records(path: Path, offset: int) -> tuple[list[dict], int, int]:
-    """The records of ``path`` after byte ``offset``, up to its last complete line: (records, bytes, unreadable)."""
+def _new_records(path: Path, offset: int, stream: str) -> tuple[list[dict], int, int]:
+    """The records of ``path`` after byte ``offset``, up to its last complete line: (records, bytes, unreadable),
+    each record checked (module doc)."""
     with open(path, "rb") as handle:
-        handle.seek(offset)
+        first = handle.read(offset).count(b"\n") + 1  # the line number of the first new line
         blob = handle.read()
     end = blob.rfind(b"\n") + 1  # what follows the last newline is a line still being written (or torn)
-    records, bad = json_lines(blob[:end])
-    return records, end, bad
+    records, bad = numbered_json_lines(blob[:end], first)
+    for number, record in records:
+        _check(record, f"{path}:{number}", stream)
+    return [record for _, record in records], end, bad
+
+
+def _check(record: dict, where: str, stream: str) -> None:
+    """One line naming ``where`` and the field when ``record`` is not one the gateway writes (module doc)."""
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)  # noqa: E731
+    problems = {"request_id": "a non-empty string" if not isinstance(record.get("request_id"), str)
+                or not record["request_id"] else None,
+                "created": "a number (Unix seconds)" if record.get("created") is not None
+                and not number(record["created"]) else None}
+    if stream == CAPTURE:
+        task = record.get("task")
+        problems["task"] = "a string" if task is not None and not isinstance(task, str) else None
+    else:
+        score = record.get("score")
+        problems["score"] = "a number in [0, 1]" if not number(score) or not 0 <= score <= 1 else None
+    for name, expected in problems.items():
+        if expected:
+            raise CaptureRecordError(f"{where}: {name!r} must be {expected}, got {record.get(name)!r} (nothing was "
+                                     "folded: fix or delete that line, then fold again)")
 
 
 def prompt_line(record: dict) -> dict | None:
@@ -140,8 +170,8 @@ def prompt_line(record: dict) -> dict | None:
     messages = record.get("messages")
     if messages is None and isinstance(record.get("prompt"), str):  # /v1/completions: the prompt is the user turn
         messages = [{"role": "user", "content": record["prompt"]}]
-    if not isinstance(messages, list) or not any(
-            isinstance(m, dict) and m.get("role") == "user" and m.get("content") for m in messages):
+    if not isinstance(messages, list) or not any(  # the prompts reader's own test: a user message with text
+            isinstance(m, dict) and m.get("role") == "user" and text_of(m.get("content")).strip() for m in messages):
         return None
     served = record.get("served") or {}
     line = {"request_id": record.get("request_id"), "created": record.get("created"), "messages": messages,
@@ -156,18 +186,18 @@ def _query_ids(prompts: list[dict], cfg, where: Path) -> dict[str, dict]:
     from jouleroute.labels.prompts import chat_records
     from jouleroute.labels.queries import prompt_query_id
 
-    found = {}
-    for line in prompts:
-        (record,) = chat_records([json.dumps(line)], cfg, str(where))
-        found[line["request_id"]] = {"query_id": prompt_query_id(record.task, record.prompt),
-                                     "candidate": line.get("candidate")}
-    return found
+    if not prompts:
+        return {}
+    records = chat_records([json.dumps(line) for line in prompts], cfg, str(where))  # numbered as it will be written
+    return {line["request_id"]: {"query_id": prompt_query_id(record.task, record.prompt),
+                                 "candidate": line.get("candidate")} for line, record in zip(prompts, records)}
 
 
 def _read_prompts(path: Path) -> list[dict]:
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    # "\n" only: str.splitlines would also cut a prompt at U+2028, U+2029 or U+0085, which JSON keeps raw
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
 def _read_feedback(path: Path) -> list[dict]:

@@ -8,8 +8,9 @@ is **promoted** only when
   serving) lies above −``margin`` (the verdict ``above`` or ``non-inferior``), and
 - it is **not dearer**: the interval of its J/query over the serving policy's does not lie above 1.
 
-Anything else is refused, with the figures and the reason; a refusal leaves the serving version in place. The
-decision is a plain dict: the loop logs it as an MLflow run and a line of its report.
+Anything else is refused, with the figures and the reason; a refusal leaves the serving version in place. A
+candidate that ties on both figures (neither interval shows a gain) is promoted, as the rule says, and its reason
+says it is a tie. The decision is a plain dict: the loop logs it as an MLflow run and a line of its report.
 """
 
 from __future__ import annotations
@@ -39,8 +40,11 @@ def promotion_decision(candidate_correct, candidate_energy, serving_correct, ser
     if not cheap:
         reasons.append(f"dearer in joules (J/query ratio {vs['energy_ratio']:.3f}, interval "
                        f"{_ci(vs['energy_ratio_ci'])})")
+    gain = vs["verdict"] == "above" or vs["energy_verdict"] == "cheaper"
     return {"decision": PROMOTE if accurate and cheap else REFUSE,
-            "reason": "; ".join(reasons) or "non-inferior in accuracy and not dearer in joules",
+            "reason": "; ".join(reasons) or "non-inferior in accuracy and not dearer in joules" + (
+                "" if gain else " (a tie: neither interval shows a gain; promoted for the newer traffic it learned "
+                "from)"),
             "n_queries": vs["n_queries"], "margin": margin, "samples": samples, "confidence": confidence,
             "candidate": {"accuracy": vs["accuracy"], "j_per_query": vs["j_per_query"]},
             "serving": {"accuracy": vs["reference_accuracy"], "j_per_query": vs["reference_j_per_query"]},

@@ -85,6 +85,9 @@ def loop_params(main: dict, rel: str, name: str, labels: str, task: str) -> dict
     source, _, reference = labels.partition(":")
     if source not in ("reference", "vote") or (source == "reference") != bool(reference):
         raise LoopError(f"--labels {labels!r}: give vote, or reference:<candidate> (the loop's traffic has no gold)")
+    pool = [c.get("candidate_id") for c in main.get("pool") or [] if isinstance(c, dict)]
+    if reference and pool and reference not in pool:  # refused now, not after the loop's first tournament
+        raise LoopError(f"--labels {labels!r}: {reference!r} is not a candidate of the pool ({', '.join(pool)})")
     params["labels"] = {**(main.get("labels") or {}), "source": source, "reference": reference or None,
                         "feedback": f"{rel}/data/feedback.csv", "allow_mixed": True}
     params["grpo"] = {**(main.get("grpo") or {}), "reward_source": "profile"}

@@ -123,6 +123,9 @@ def gate_step(ws: Workspace, params: LoopParams, cfg: LoopConfig) -> dict:
     base["candidate_version"] = serving.policy_version(candidate)
     if served is None:
         return {**base, "decision": PROMOTE, "reason": "nothing served yet: the first version"}
+    if base["candidate_version"] == base["serving_version"]:  # no new version folder, no reload, for no change
+        return {**base, "decision": REFUSE, "reason": "the candidate is the policy served now (the same version): "
+                "nothing to promote"}
     queries = pd.read_parquet(params.paths.resolve("queries", ws.root))
     test = queries[queries["split"] == "test"].reset_index(drop=True)
     if test.empty:
@@ -205,7 +208,7 @@ def run_iteration(ws: Workspace, params: LoopParams, run_pipeline: Callable[[Wor
 def _entries(ws: Workspace) -> list[dict]:
     if not ws.report_jsonl.is_file():
         return []
-    return [json.loads(l) for l in ws.report_jsonl.read_text().splitlines() if l.strip()]
+    return [json.loads(l) for l in ws.report_jsonl.read_text().split("\n") if l.strip()]
 
 
 def _dvc(root: Path, *args: str) -> None:

@@ -89,7 +89,7 @@ def log_run(uri: str | None, experiment: str, entry: dict, figure: Path | None, 
 
 def append(jsonl: Path, markdown: Path, entry: dict) -> None:
     """One more line of the report (jsonl), and the markdown table regenerated from all of them."""
-    lines = [json.loads(l) for l in jsonl.read_text().splitlines() if l.strip()] if jsonl.is_file() else []
+    lines = [json.loads(l) for l in jsonl.read_text().split("\n") if l.strip()] if jsonl.is_file() else []
     lines.append(entry)
     atomic_write_text(jsonl, "".join(json.dumps(e, sort_keys=True, default=str) + "\n" for e in lines))
     atomic_write_text(markdown, render(lines))

@@ -53,8 +53,10 @@ def write_version(serving: Path, root: Path, champion: Path, queries: Path, prof
     champion folder. Nothing served changes."""
     record = json.loads((champion / RECORD).read_text())
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    existing = sorted(p.name for p in versions_dir(serving).glob("v*")) if versions_dir(serving).exists() else []
-    name = f"v{len(existing) + 1:04d}-{stamp}"
+    # one past the highest number kept (pruning removes old versions: a count would reuse a number)
+    numbers = [int(p.name[1:5]) for p in versions_dir(serving).glob("v[0-9][0-9][0-9][0-9]-*")] \
+        if versions_dir(serving).exists() else []
+    name = f"v{max(numbers, default=0) + 1:04d}-{stamp}"
     final = versions_dir(serving) / name
     tmp = versions_dir(serving) / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -109,7 +111,7 @@ def read_history(serving: Path) -> list[dict]:
     path = serving / "history.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
 
 
 def append_history(serving: Path, entry: dict) -> None:

@@ -110,7 +110,8 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, list[int]]:
 
 def _read_jsonl(path: Path) -> tuple[pd.DataFrame, list[int]]:
     records, lines = [], []
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    # lines end at "\n" only: str.splitlines would also cut at U+2028, U+2029 and U+0085, which JSON keeps raw
+    for number, text in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
         if not text.strip():
             continue
         try:

@@ -8,6 +8,8 @@ import csv
 import json
 import time
 
+import pytest
+
 from jouleroute.benchmarks.config import PromptsFileConfig
 from jouleroute.gateway.capture import FEEDBACK, CaptureConfig, CaptureWriter, capture_record
 from jouleroute.labels.queries import import_prompts, prompt_query_id
@@ -102,3 +104,68 @@ def test_a_refused_request_is_no_traffic_but_a_failed_answer_is():
     assert prompt_line({**record, "served": {"status": 422}}) is None
     assert prompt_line({**record, "served": {"status": 502}})["messages"] == record["messages"]
     assert prompt_line({**record, "served": {"status": 200}})["request_id"] == "r"
+
+
+def _segment(capture, records) -> str:
+    """One capture segment written as another program might (raw non-ASCII, as the gateway's writer does)."""
+    capture.mkdir(parents=True, exist_ok=True)
+    path = capture / "capture-20260101T000000000000-1.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return str(path)
+
+
+def test_a_prompt_with_a_unicode_line_separator_folds_again_and_imports(tmp_path):
+    """U+2028, U+2029 and U+0085 are kept raw in a JSON line; str.splitlines cut the prompts file there, so the
+    next fold and the prepare stage failed on a line of half a record."""
+    capture, cfg = tmp_path / "capture", PromptsFileConfig(file="w/data/prompts.jsonl", task="user")
+    odd = ["line one\u2028line two", "para\u2029graph", "caf\u00e9 \x85 next"]
+    _segment(capture, [_served(i) | {"messages": [{"role": "user", "content": text}]} for i, text in enumerate(odd)])
+    assert _fold(tmp_path, capture, cfg).prompts == 3
+    with (capture / "capture-20260101T000000000000-1.jsonl").open("a") as handle:
+        handle.write(json.dumps(_served(7)) + "\n")
+    assert _fold(tmp_path, capture, cfg).prompts == 1  # the second fold reads the file the first wrote
+    imported = import_prompts(_paths(tmp_path)[0], cfg)
+    assert imported.summary["queries"] == 4
+    assert prompt_query_id("user", odd[0]) in set(imported.table.column("query_id").to_pylist())
+
+
+def test_a_prompt_without_text_is_counted_and_never_blocks_the_fold(tmp_path):
+    """Whitespace, or only an image: the gateway answers it, the prompts reader finds no text in it. The fold
+    counts it as no prompt (it used to fold it, then refuse every later fold on it)."""
+    capture, cfg = tmp_path / "capture", PromptsFileConfig(file="w/data/prompts.jsonl", task="user")
+    image = [{"type": "image_url", "image_url": {"url": "http://example.invalid/a.png"}}]
+    _segment(capture, [_served(0), _served(1) | {"messages": [{"role": "user", "content": "   "}]},
+                       _served(2) | {"messages": [{"role": "user", "content": image}]}])
+    done = _fold(tmp_path, capture, cfg)
+    assert (done.prompts, done.no_prompt) == (1, 2) and _paths(tmp_path)[2].is_file()
+
+
+@pytest.mark.parametrize(("stream", "field", "value"), [
+    ("capture", "created", "2026-01-01T00:00:00Z"), ("capture", "request_id", None), ("capture", "task", 5),
+    ("feedback", "score", "great"), ("feedback", "score", 1.5)])
+def test_a_line_the_gateway_would_not_write_stops_the_fold_naming_segment_line_and_field(tmp_path, stream, field,
+                                                                                           value):
+    from jouleroute.loop.fold import CaptureRecordError
+
+    capture, cfg = tmp_path / "capture", PromptsFileConfig(file="w/data/prompts.jsonl", task="user")
+    _segment(capture, [_served(i) for i in range(3)])
+    records = [_served(3)] if stream == "capture" else [{"request_id": "req-001", "candidate": "tiny-a",
+                                                         "score": 1.0, "created": 1.0}]
+    records.append({**records[0], field: value, "request_id": "req-bad" if field != "request_id" else value})
+    path = capture / f"{stream}-20260102T000000000000-1.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(CaptureRecordError, match=rf"{path.name}:2: '{field}' must be .*got {value!r}"):
+        _fold(tmp_path, capture, cfg)
+    assert not any(p.exists() for p in _paths(tmp_path))  # nothing folded, so nothing half-done
+
+
+def test_a_restarted_gateway_reads_a_capture_line_without_a_request_id(tmp_path):
+    from jouleroute.gateway.capture import Capture
+
+    capture = tmp_path / "capture"
+    _segment(capture, [_served(0), {k: v for k, v in _served(1).items() if k != "request_id"}])
+    started = Capture(CaptureConfig(folder=str(capture)), capture)
+    try:
+        assert started.candidate_of("req-000") == (True, "tiny-b")
+    finally:
+        started.writer.close()

@@ -39,3 +39,12 @@ def test_a_dearer_candidate_is_refused_even_when_as_accurate():
 def test_the_gate_needs_the_same_queries():
     with pytest.raises(ValueError, match="same, non-empty set of queries"):
         promotion_decision([1, 0], [1, 1], [1], [1], margin=0.03)
+
+
+def test_a_tie_on_both_figures_is_promoted_and_says_it_is_a_tie():
+    """The issue's rule (non-inferior, not dearer) promotes a candidate that gains nothing: the reason says so."""
+    right, joules = _traffic()
+    out = promotion_decision(right, joules, right, joules, margin=0.03)
+    assert out["decision"] == PROMOTE and "a tie: neither interval shows a gain" in out["reason"]
+    cheaper = promotion_decision(right, joules * 0.6, right, joules, margin=0.03)
+    assert "a tie" not in cheaper["reason"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 import yaml
 
 from jouleroute.config import load_params
@@ -143,3 +144,27 @@ def test_the_main_pipelines_champion_is_adopted_first_and_without_its_queries_dr
     gate = gate_step(ws, params, ws.config())
     assert gate["serving_version"] == serving.policy_version(first)
     assert "holds no queries.parquet" in gate["drift"]["skipped"]
+
+
+def test_the_policy_served_now_is_not_promoted_again_and_versions_never_reuse_a_number(workspace, tmp_path):
+    from jouleroute.loop.init import init_loop
+    from jouleroute.loop.workspace import LoopError
+    from tests.loop.conftest import single_champion
+
+    ws = workspace
+    first = _iteration(ws, deployed="tiny-a")
+    again = _iteration(ws, deployed="tiny-a")  # the same champion: the same version as the one served
+    assert again["decision"] == "refuse" and "the same version" in again["reason"]
+    assert again["served"] == first["served"] and len(list(serving.versions_dir(ws.serving).glob("v*"))) == 1
+
+    champion = single_champion(tmp_path / "evaluate" / "champion", "tiny-b")  # numbers after pruning: one past
+    made = [serving.write_version(ws.serving, ws.root, champion, tmp_path / "none", tmp_path / "none", {})
+            for _ in range(3)]  # the highest kept, never a count that a pruned version frees again
+    serving.prune(ws.serving, keep=2)
+    newest = serving.write_version(ws.serving, ws.root, champion, tmp_path / "none", tmp_path / "none", {})
+    assert [p.parent.name[:5] for p in made] == ["v0002", "v0003", "v0004"] and newest.parent.name[:5] == "v0005"
+
+    other = Workspace(ws.root, ws.root / "loops" / "other")  # --labels reference:<id> outside the pool: refused
+    with pytest.raises(LoopError, match=r"'tiny-c' is not a candidate of the pool \(tiny-a, tiny-b\)"):
+        init_loop(other, capture="capture", labels="reference:tiny-c")
+    assert not other.folder.exists()  # before the first tournament, nothing written

@@ -66,6 +66,18 @@ def test_good_table_gives_the_profile_schema(fake_ref, tmp_path: Path, repo_root
     assert provenance.set_index(["query_id", "candidate_id"]).loc[("q2", "small"), "source_row"] == 2
 
 
+def test_a_jsonl_prompt_with_a_unicode_line_separator_stays_one_row(fake_ref, tmp_path: Path, repo_root: Path) -> None:
+    """JSON keeps U+2028, U+2029 and U+0085 raw inside a string; a line ends at "\n" only (str.splitlines cut the
+    row in two: "not valid JSON")."""
+    rows = [dict(r, prompt=r["prompt"] + " \u2028 next\u2029 \x85 end") for r in GOOD_ROWS]
+    path = tmp_path / "outcomes.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    summary, profile = _run(_cfg(fake_ref, path), tmp_path, repo_root)
+    assert summary["rows"] == 4 and summary["queries"] == 2
+    queries = pd.read_parquet(tmp_path / "out" / "queries.parquet").set_index("query_id")
+    assert queries.loc["q1", "question"] == "2+2? \u2028 next\u2029 \x85 end"
+
+
 def test_missing_column_is_named(fake_ref, tmp_path: Path, repo_root: Path) -> None:
     path = _write([{k: v for k, v in r.items() if k != "correct"} for r in GOOD_ROWS], tmp_path / "t.csv")
     with pytest.raises(OutcomeTableError, match=r"t\.csv: missing column\(s\) \['correct'\]"):
