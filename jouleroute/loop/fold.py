@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jouleroute.atomic import atomic_write_text
-from jouleroute.labels.prompts import text_of
 from jouleroute.gateway.capture import CAPTURE, FEEDBACK, numbered_json_lines
+from jouleroute.labels.prompts import text_of
 
 logger = logging.getLogger(__name__)
 
