@@ -22,7 +22,7 @@ from jouleroute.replay.config import ImportConfig
 from jouleroute.replay.energy_model import build_token_model
 from jouleroute.replay.outcome_table import (
     OPTIONAL_COLUMNS, REQUIRED_COLUMNS, OutcomeTable, OutcomeTableError, check_candidates, check_same_per_query,
-    check_unique_pairs, expected_correct, flags, numbers, read_outcome_table, texts,
+    check_complete_pool, check_unique_pairs, expected_correct, flags, numbers, read_outcome_table, texts,
 )  # fmt: skip
 from jouleroute.replay.stage import config_run_id
 from jouleroute.replay.tables import hash_fraction, pool_summary, price_modelled, write_outputs
@@ -33,16 +33,16 @@ log = logging.getLogger(__name__)
 
 
 def _splits(table: OutcomeTable, query_ids: list[str], cfg: ImportConfig) -> list[str]:
-    if table.has("split"):
-        given = texts(table, "split", required=True)
-        for row, split in enumerate(given):
-            if split not in SPLITS:
-                raise table.fail(row, "split", f"expected one of {SPLITS}, got {split!r}")
-        return given
-    # No split given: a stable hash of the query id decides (test first, then val).
-    fractions = [hash_fraction(q) for q in query_ids]
+    """The given split, or where a query's cells are all empty (or the column absent) a stable hash of the query id
+    (test first, then val); a query with a split on some rows and none on others is an error (check_same_per_query)."""
+    given = texts(table, "split", required=False)
+    for row, split in enumerate(given):
+        if split is not None and split not in SPLITS:
+            raise table.fail(row, "split", f"expected one of {SPLITS}, got {split!r}")
+    named = {q for q, split in zip(query_ids, given) if split is not None}
     test, val = cfg.test_fraction, cfg.test_fraction + cfg.val_fraction
-    return ["test" if f < test else "val" if f < val else "train" for f in fractions]
+    hashed = lambda q: (lambda f: "test" if f < test else "val" if f < val else "train")(hash_fraction(q))  # noqa: E731
+    return [split if split is not None else None if q in named else hashed(q) for q, split in zip(query_ids, given)]
 
 
 def _token_counts(
@@ -69,6 +69,10 @@ def _measured_energy(table: OutcomeTable) -> tuple[list[float | None], list[str 
     latency = numbers(table, "latency_s", float, 0, strict=True)
     for row, joules in enumerate(energy):
         if joules is None:
+            given = [c for c, v in (("energy_source", sources[row]), ("latency_s", latency[row])) if v is not None]
+            if given:  # a measurement without its joules would be silently modelled over
+                raise table.fail(row, "energy_j", f"is empty but {' and '.join(given)} is given: give the measured "
+                                 "energy_j, or leave the row's energy columns all empty to have it modelled")
             continue
         if sources[row] not in ENERGY_SOURCES:
             expected = f"expected one of {ENERGY_SOURCES} with energy_j, got {sources[row]!r}"
@@ -125,6 +129,9 @@ def _as_recorded(
     ttft = numbers(table, "ttft_s", float, 0, strict=False)
     batch = numbers(table, "batch_size", int, 0, strict=True)
     index = rows.index
+    late = next((r for r in index if ttft[r] is not None and ttft[r] > latency[r]), None)
+    if late is not None:
+        raise table.fail(late, "ttft_s", f"{ttft[late]:g} s is after the whole answer (latency_s {latency[late]:g} s)")
     out = rows.assign(
         energy_j=[energy[r] for r in index], latency_s=[latency[r] for r in index],
         ttft_s=[ttft[r] for r in index], batch_size=[batch[r] or 1 for r in index],
@@ -181,6 +188,7 @@ def run_import(cfg: ImportConfig, repo_root: Path, queries_out: Path, profile_ou
     candidates = texts(table, "candidate", required=True)
     check_candidates(table, candidates)
     check_unique_pairs(table, query_ids, candidates)
+    check_complete_pool(table, query_ids, candidates)
     per_query, splits = _query_fields(table, query_ids, cfg)
 
     tokenizer_file = repo_root / cfg.energy.tokenizer_file
@@ -194,13 +202,18 @@ def run_import(cfg: ImportConfig, repo_root: Path, queries_out: Path, profile_ou
         if input_tokens[row] + output_tokens[row] == 0:
             raise table.fail(row, "input_tokens", "a modelled request needs tokens, but input and output are both 0")
 
+    correct, invalid = expected_correct(table, "correct"), flags(table, "invalid", default=0)
+    wrong = next((row for row, (c, i) in enumerate(zip(correct, invalid)) if i and c > 0), None)
+    if wrong is not None:  # validate's rule, told here with the row
+        raise table.fail(wrong, "correct", f"is {correct[wrong]:g} but invalid is 1: an invalid answer is never "
+                         "correct (set correct to 0, or invalid to 0)")
     file_sha = hashlib.sha256(path.read_bytes()).hexdigest()
     run_id = config_run_id(f"import-{cfg.source_name}", cfg.model_dump_json() + file_sha)
     profile = pd.DataFrame(
         {
             "query_id": query_ids, "candidate_id": candidates, "task": per_query["task"], "split": splits,
-            "correct": np.asarray(expected_correct(table, "correct"), dtype=np.float64),  # an expectation in [0, 1]
-            "invalid": np.asarray(flags(table, "invalid", default=0), dtype=np.int8),
+            "correct": np.asarray(correct, dtype=np.float64),  # an expectation in [0, 1]
+            "invalid": np.asarray(invalid, dtype=np.int8),
             "extracted_answer": texts(table, "extracted_answer", required=False),
             "output_text": texts(table, "output_text", required=False),
             "input_tokens": input_tokens, "output_tokens": output_tokens,
@@ -214,9 +227,12 @@ def run_import(cfg: ImportConfig, repo_root: Path, queries_out: Path, profile_ou
 
     used_sources = sorted(profile["energy_source"].unique())
     if len(used_sources) > 1 and not allow_mixed_sources:
+        firsts = "; ".join(f"{s}: first at {table.where(int(profile.index[profile['energy_source'] == s][0]))}"
+                           + (" field 'energy_j' (empty, so modelled)" if s == "modelled" else "") for s in used_sources)
         raise OutcomeTableError(
-            f"{path}: rows carry different energy sources {used_sources}; set energy_policy.allow_mixed_sources "
-            "to true if that is intended (evaluation then compares energies of different kinds)"
+            f"{path}: rows carry different energy sources {used_sources} ({firsts}); set "
+            "energy_policy.allow_mixed_sources to true if that is intended (evaluation then compares energies of "
+            "different kinds)"
         )
 
     rel = relative_to(path, repo_root)

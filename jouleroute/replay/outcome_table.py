@@ -9,9 +9,11 @@ that names the file, the row (and line, for text formats) and the field.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,7 +62,13 @@ class OutcomeTable:
 
 
 def _missing(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value == ""
+    """None, NaN, pandas' NA/NaT (a nullable column read from parquet) or the empty string."""
+    if isinstance(value, str):
+        return value == ""
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # a list or an array in a cell is a value, not missing
+        return False
 
 
 # The first bytes of the compressed and archive formats a table is often shipped in, and how to open each.
@@ -99,13 +107,34 @@ def _check_bytes(path: Path, suffix: str) -> None:
 
 def _read_csv(path: Path) -> tuple[pd.DataFrame, list[int]]:
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+        with warnings.catch_warnings():  # a trailing comma's empty field: _record_lines refuses a non-empty one
+            warnings.simplefilter("ignore", pd.errors.ParserWarning)
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8", index_col=False)
     except pd.errors.EmptyDataError:
         raise OutcomeTableError(f"{path}: no header line (only blank lines); expected the columns "
                                 f"{list(REQUIRED_COLUMNS)} (docs/replay.md)") from None
     except pd.errors.ParserError as err:
         raise OutcomeTableError(f"{path}: not valid CSV ({' '.join(str(err).split())})") from None
-    return frame, [i + 2 for i in range(len(frame))]  # line 1 is the header
+    return frame, _record_lines(path, len(frame))
+
+
+def _record_lines(path: Path, rows: int) -> list[int]:
+    """The 1-based line each record starts on (a quoted prompt may span lines, and blank lines hold no record); a
+    record with more non-empty fields than the header has columns is refused (a trailing comma's empty one is not)."""
+    starts, width = [], None
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle)
+        line = 1
+        for record in reader:
+            if record:  # pandas skips blank lines only
+                width = len(record) if width is None else width
+                if any(cell != "" for cell in record[width:]):
+                    raise OutcomeTableError(f"{path} line {line}: {len(record)} fields where the header names "
+                                            f"{width} columns")
+                starts.append(line)
+            line = reader.line_num + 1
+    starts = starts[1:]  # the header
+    return starts if len(starts) == rows else [i + 2 for i in range(rows)]  # the parsers disagree: as before
 
 
 def _read_jsonl(path: Path) -> tuple[pd.DataFrame, list[int]]:
@@ -176,6 +205,8 @@ def texts(table: OutcomeTable, column: str, required: bool, default: str | None 
             out.append(default)
         elif isinstance(value, (str, int)) and not isinstance(value, bool):
             out.append(str(value))
+        elif isinstance(value, float) and math.isfinite(value):  # a JSON number (42 read as 42.0 beside nulls)
+            out.append(str(int(value)) if value.is_integer() else repr(value))
         else:
             raise table.fail(row, column, f"expected text, got {value!r}")
     return out
@@ -243,7 +274,7 @@ def check_candidates(table: OutcomeTable, candidates: list[str]) -> None:
     """Candidate ids become file names and params keys: lower-case, no spaces (as in the pool)."""
     pattern = re.compile(CANDIDATE_ID_PATTERN)
     for row, candidate in enumerate(candidates):
-        if not pattern.match(candidate):
+        if not pattern.fullmatch(candidate):  # match's $ would let a trailing newline through
             raise table.fail(row, "candidate", f"{candidate!r} must match {CANDIDATE_ID_PATTERN} (lower-case id)")
 
 
@@ -256,6 +287,23 @@ def check_unique_pairs(table: OutcomeTable, query_ids: list[str], candidates: li
                 f"{table.where(first[pair])} and {table.where(row)}"
             )
         first[pair] = row
+
+
+def check_complete_pool(table: OutcomeTable, query_ids: list[str], candidates: list[str]) -> None:
+    """Every query answered by every candidate: the profile's grid (validate and the routers need it whole)."""
+    pool = sorted(set(candidates))
+    have: dict[str, set[str]] = {}
+    first: dict[str, int] = {}
+    for row, (query_id, candidate) in enumerate(zip(query_ids, candidates)):
+        have.setdefault(query_id, set()).add(candidate)
+        first.setdefault(query_id, row)
+    ragged = [q for q in have if len(have[q]) < len(pool)]
+    if ragged:
+        q = ragged[0]
+        missing = [c for c in pool if c not in have[q]]
+        raise table.fail(first[q], "candidate", f"query_id {q!r} has no row for candidate(s) {missing} "
+                         f"({len(ragged)} of {len(have)} queries lack a candidate); give every candidate a row for "
+                         "every query, or leave those queries out (check query ids for stray spaces)")
 
 
 def check_same_per_query(table: OutcomeTable, query_ids: list[str], column: str, values: list[object]) -> None:

@@ -92,7 +92,7 @@ def test_duplicate_pair_names_both_rows(fake_ref, tmp_path: Path, repo_root: Pat
 
 
 def test_unknown_model_without_energy_names_model_and_row(fake_ref, tmp_path: Path, repo_root: Path) -> None:
-    rows = GOOD_ROWS + [{**GOOD_ROWS[0], "candidate": "mystery-llm"}]
+    rows = GOOD_ROWS + [{**GOOD_ROWS[0], "candidate": "mystery-llm"}, {**GOOD_ROWS[2], "candidate": "mystery-llm"}]
     path = _write(rows, tmp_path / "t.jsonl")
     expected = r"row 4 \(line 5\) field 'energy_j'.*'mystery-llm' has no energy reference"
     with pytest.raises(OutcomeTableError, match=expected):
