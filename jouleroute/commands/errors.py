@@ -70,6 +70,7 @@ def expected_error(exc: BaseException, ctx) -> str | None:
     from jouleroute.energy.zeus_meter import MeterUnavailableError
     from jouleroute.evaluation.frontier import OracleSanityError
     from jouleroute.evaluation.run import MixedEnergySourcesError
+    from jouleroute.replay.energy_model import EnergyReferenceError
     from jouleroute.replay.outcome_table import OutcomeTableError
     from jouleroute.stages import StageFailed
     from jouleroute.tracking import TrackingStoreError
@@ -84,7 +85,7 @@ def expected_error(exc: BaseException, ctx) -> str | None:
         return _one_line(str(exc))
     if isinstance(exc, BackendRequestError):  # an unreachable server, a missing API key, a refused request
         return "model server: " + _one_line(str(exc))
-    if isinstance(exc, (BenchmarkDataError, OutcomeTableError, ManifestError, UnknownTaskError, OracleSanityError,
-                        TrackingStoreError)):
+    if isinstance(exc, (BenchmarkDataError, OutcomeTableError, EnergyReferenceError, ManifestError, UnknownTaskError,
+                        OracleSanityError, TrackingStoreError)):
         return "data error: " + _one_line(_message(exc)) + (_fetch_hint(_message(exc), ctx) or "")
     return None

@@ -30,6 +30,10 @@ _CONFIG_NAME = re.compile(r"^bs(\d+)\+tp(\d+)\+pp(\d+)\.json$")
 _REQUIRED_FIELDS = ("Energy/req (J)", "Avg TPOT (s)", "Token tput (tok/s)", "Avg Output Tokens")
 
 
+class EnergyReferenceError(ValueError):
+    """An energy reference that cannot be read or does not fit: the message names the file or the params key."""
+
+
 @dataclass(frozen=True)
 class TokenEnergyModel:
     """Per-token energy and speed of one model; every request of that model is priced with it."""
@@ -72,11 +76,11 @@ def _read_config(path: Path, batch_size: int, tp: int, pp: int) -> ReferenceConf
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: cannot read ML.ENERGY configuration: {err}") from err
+        raise EnergyReferenceError(f"{path}: cannot read ML.ENERGY configuration: {err}") from err
     for key in _REQUIRED_FIELDS:
         value = data.get(key)
         if not isinstance(value, (int, float)) or not value > 0:
-            raise ValueError(f"{path}: field '{key}' must be a positive number, got {value!r}")
+            raise EnergyReferenceError(f"{path}: field '{key}' must be a positive number, got {value!r}")
     return ReferenceConfig(
         path=path,
         model=str(data.get("Model", "")),
@@ -103,7 +107,7 @@ def find_reference(
     if not gpu_dir.is_dir():
         task_dir = gpu_dir.parent
         known = sorted(p.name for p in task_dir.iterdir() if p.is_dir()) if task_dir.is_dir() else []
-        raise ValueError(
+        raise EnergyReferenceError(
             f"no ML.ENERGY '{workload}' measurements for GPU '{gpu}' under {task_dir}; GPUs there: {known}"
         )
     model_dir = gpu_dir / model
@@ -115,7 +119,7 @@ def find_reference(
                 candidates.append((path, *(int(g) for g in match.groups())))
     if not candidates:
         known = sorted(f"{org.name}/{m.name}" for org in gpu_dir.iterdir() if org.is_dir() for m in org.iterdir())
-        raise ValueError(
+        raise EnergyReferenceError(
             f"no ML.ENERGY configuration for '{model}' ({workload}, {gpu}) in {model_dir}; "
             f"measured models there: {known}. Copy its folder from the upstream data (see SOURCE.txt)."
         )
@@ -129,7 +133,7 @@ def build_token_model(
     """Per-token figures for one mapping entry; ``params_key`` names the entry in errors and provenance."""
     share = energy.prefill_share * mapping.prefill_scale
     if share > 1:
-        raise ValueError(
+        raise EnergyReferenceError(
             f"{params_key}: prefill_share x prefill_scale = {share:g} > 1 "
             "(a prompt token would cost more than an output token)"
         )

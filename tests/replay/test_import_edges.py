@@ -71,3 +71,23 @@ def test_csv_errors_name_the_real_line_and_a_trailing_comma_shifts_nothing(fake_
     (tmp_path / "extra.csv").write_text(header + "\n" + body.replace("4,\n", "4,surplus\n", 1))
     with pytest.raises(OutcomeTableError, match=r"extra\.csv line 2: 9 fields where the header names 8 columns"):
         _run(_cfg(fake_ref, tmp_path / "extra.csv"), tmp_path, repo_root)
+
+
+def test_an_unknown_energy_reference_is_one_line_from_the_cli(tmp_path: Path, repo_root: Path) -> None:
+    """`jouleroute import` with a models entry naming no ML.ENERGY model (it printed a traceback)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    path = _write(GOOD_ROWS, tmp_path / "t.csv")
+    models = {c: {"reference": "nobody/no-such-model", "reason": "test"} for c in ("small", "big")}
+    params = {"profile_source": "import_outcomes", "tracking": {"enabled": False},
+              "paths": {"queries": str(tmp_path / "q.parquet"), "profile": str(tmp_path / "p.parquet")},
+              "import_outcomes": {"input_file": str(path), "source_name": "mine", "models": models}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
+    done = subprocess.run([sys.executable, "-m", "jouleroute", "--params", str(tmp_path / "p.yaml"), "import"],
+                          cwd=repo_root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("jouleroute import: data error: ") and "ML.ENERGY" in last, last
