@@ -32,6 +32,7 @@ from pathlib import Path
 from jouleroute.atomic import atomic_write_text
 from jouleroute.gateway.capture import CAPTURE, FEEDBACK, numbered_json_lines
 from jouleroute.labels.prompts import text_of
+from jouleroute.loop.workspace import jsonl_records
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def fold(capture: Path, prompts_file: Path, feedback_file: Path, state_file: Pat
             done.unreadable += bad
             lines[stream] += records
 
-    prompts = _read_prompts(prompts_file)
+    prompts = jsonl_records(prompts_file)
     seen = {line.get("request_id") for line in prompts}
     for record in lines[CAPTURE]:
         line = prompt_line(record)
@@ -191,13 +192,6 @@ def _query_ids(prompts: list[dict], cfg, where: Path) -> dict[str, dict]:
     records = chat_records([json.dumps(line) for line in prompts], cfg, str(where))  # numbered as it will be written
     return {line["request_id"]: {"query_id": prompt_query_id(record.task, record.prompt),
                                  "candidate": line.get("candidate")} for line, record in zip(prompts, records)}
-
-
-def _read_prompts(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    # "\n" only: str.splitlines would also cut a prompt at U+2028, U+2029 or U+0085, which JSON keeps raw
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
 def _read_feedback(path: Path) -> list[dict]:

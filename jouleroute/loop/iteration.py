@@ -18,7 +18,6 @@ params file sits above this package), so the flow can run them as tasks and a te
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import subprocess
@@ -34,7 +33,7 @@ from jouleroute.loop import report, serving
 from jouleroute.loop.fold import Folded, fold
 from jouleroute.loop.gate import PROMOTE, REFUSE, promotion_decision
 from jouleroute.loop.score import CannotScore, drift, paired, policy_picks
-from jouleroute.loop.workspace import LoopConfig, LoopError, Workspace
+from jouleroute.loop.workspace import LoopConfig, LoopError, Workspace, jsonl_records
 from jouleroute.provenance import file_sha256, git_sha
 
 logger = logging.getLogger(__name__)
@@ -206,9 +205,7 @@ def run_iteration(ws: Workspace, params: LoopParams, run_pipeline: Callable[[Wor
 
 
 def _entries(ws: Workspace) -> list[dict]:
-    if not ws.report_jsonl.is_file():
-        return []
-    return [json.loads(l) for l in ws.report_jsonl.read_text().split("\n") if l.strip()]
+    return jsonl_records(ws.report_jsonl)
 
 
 def _dvc(root: Path, *args: str) -> None:

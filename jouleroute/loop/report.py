@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from jouleroute.atomic import atomic_write_text
+from jouleroute.loop.workspace import jsonl_records
 
 COLUMNS = ("iteration", "time", "decision", "served", "n", "acc_candidate", "acc_serving", "acc_diff", "energy_ratio",
            "drift", "prompts", "feedback", "reason")
@@ -89,7 +90,7 @@ def log_run(uri: str | None, experiment: str, entry: dict, figure: Path | None, 
 
 def append(jsonl: Path, markdown: Path, entry: dict) -> None:
     """One more line of the report (jsonl), and the markdown table regenerated from all of them."""
-    lines = [json.loads(l) for l in jsonl.read_text().split("\n") if l.strip()] if jsonl.is_file() else []
+    lines = jsonl_records(jsonl)
     lines.append(entry)
     atomic_write_text(jsonl, "".join(json.dumps(e, sort_keys=True, default=str) + "\n" for e in lines))
     atomic_write_text(markdown, render(lines))

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from jouleroute.atomic import atomic_write_text
 from jouleroute.gateway.version import record_version
+from jouleroute.loop.workspace import jsonl_records
 
 LINK = "champion"
 RECORD = "champion.json"
@@ -108,10 +109,7 @@ def rollback(serving: Path) -> Path:
 
 
 def read_history(serving: Path) -> list[dict]:
-    path = serving / "history.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
+    return jsonl_records(serving / "history.jsonl")
 
 
 def append_history(serving: Path, entry: dict) -> None:

@@ -94,3 +94,11 @@ class Workspace:
         """``path`` relative to the root when it lies under it (what the report and MLflow record)."""
         path = Path(path)
         return path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
+
+
+def jsonl_records(path: Path) -> list[dict]:
+    """The objects of a JSONL file the loop writes (none when it is not there yet). Lines end at "\n" only:
+    str.splitlines would also cut at U+2028, U+2029 or U+0085, which JSON keeps raw inside a prompt."""
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
