@@ -25,7 +25,7 @@ def cascade_lines(block: dict | None, energy_source: str) -> list[str]:
               f"`{block['best_single']}` (energy **{energy_source}**, summed over every model asked; "
               f"{decided['confidence']:.0%} paired-bootstrap intervals). *Out of fold*: the target's rule scored on "
               "the selection queries by chains chosen without them (choose on k−1 folds, score on the held-out "
-              "one): how much of a chain's selection lead survives choosing it among thousands.", "",
+              "one, the slack calibrated inside each): how much of a chain's selection lead survives choosing it.", "",
               "| chosen for | chain | meets it on selection | out of fold: accuracy − best [CI], energy share "
               "| test accuracy − best [CI] | energy share of best [CI] | stopped at each stage | verdict |",
               "|---|---|---|---|---:|---:|---|---|"]
@@ -59,9 +59,8 @@ def _seconds(value: float) -> str:
 
 
 def _describe(selection: dict) -> str:
-    target = selection["target"]
-    kind = target["kind"]
-    return Target.of(kind, target["value"]).describe()
+    target, slack = selection["target"], selection.get("slack")  # a floor target's calibrated slack, when above 0
+    return Target.of(target["kind"], target["value"]).describe() + (f", chosen {slack:g} above it" if slack else "")
 
 
 def cascade_metrics(block: dict) -> dict:

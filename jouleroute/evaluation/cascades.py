@@ -29,8 +29,8 @@ from jouleroute.cascade.search import pareto, pareto_points, search
 from jouleroute.evaluation.bootstrap import family_aiq
 from jouleroute.evaluation.deployed import selection_matrix
 from jouleroute.evaluation.outcomes import ProfileMatrix
-from jouleroute.policy.cascade_choice import (DECISION_TARGET, choose_chain, crossfit_targets, decision_figure,
-                                              score_chain)
+from jouleroute.policy.cascade_choice import (DECISION_TARGET, Calibration, choose_calibrated, crossfit_targets,
+                                              decision_figure, score_chain)
 from jouleroute.policy.cascade_config import CascadeConfig
 from jouleroute.policy.singles import best_column
 
@@ -62,12 +62,13 @@ def cascade_block(profile: pd.DataFrame, queries: pd.DataFrame, test: ProfileMat
     targets = cfg.with_router_target(*(router_target or (None, None)))
     out = {"best_single": best_single, "n_chains": int(space.accuracy.size), "search_seconds": space.seconds,
            "n_selection_queries": len(selection.query_ids), "pareto": pareto_points(space), "targets": {}}
-    for name, target in targets.items():
-        choice = choose_chain(space, selection, target, tolerance, samples, confidence, seed)
+    calibration = Calibration(tuple(cfg.calibration_slacks), margin)  # floor targets: a slack calibrated out of fold
+    for name, choice in choose_calibrated(space, selection, targets, cfg.cross_fit_folds, tolerance, samples,
+                                          confidence, seed, cfg.max_stage_size, calibration).items():
         out["targets"][name] = {"chain": choice.chain.name, "selection": choice.selection,
                                 "test": score_chain(choice.chain, scored, best_single, margin, samples, confidence, seed)}
     checked = crossfit_targets(selection, targets | {DECISION: DECISION_TARGET}, cfg.cross_fit_folds, tolerance,
-                               samples, confidence, seed, cfg.max_stage_size)
+                               samples, confidence, seed, cfg.max_stage_size, calibration)
     out["decision"] = decision_figure(space, selection, scored, margin, samples, confidence, seed)
     for name, figures in checked.items():
         (out["decision"] if name == DECISION else out["targets"][name])["out_of_fold"] = figures

@@ -86,7 +86,7 @@ def cascade_contenders(setup: EvaluateSetup, contest: Contest, everything: Profi
     would deploy is chosen on every selection query. None when cascades are off or the profile has no answers."""
     from jouleroute.cascade.matrix import answers_missing, cascade_matrix
     from jouleroute.cascade.search import search
-    from jouleroute.policy.cascade_choice import choose_chain, crossfit_outcomes
+    from jouleroute.policy.cascade_choice import Calibration, choose_calibrated, crossfit_outcomes
 
     cfg = setup.params.evaluate
     if not cfg.cascade.enabled or cfg.selection_folds < 2 or answers_missing(contest.profile) or \
@@ -95,20 +95,20 @@ def cascade_contenders(setup: EvaluateSetup, contest: Contest, everything: Profi
     m = cascade_matrix(contest.profile, everything)
     if list(m.query_ids) != list(everything.query_ids):
         raise AssertionError("the cascade matrix must keep the selection matrix's query order (paired folds)")
-    samples = cfg.bootstrap_samples
-    oof = crossfit_outcomes(m, {"deployed": target}, cfg.selection_folds, cfg.accuracy_tolerance, samples,
-                            cfg.confidence, cfg.seed, cfg.cascade.max_stage_size)["deployed"]
+    rule = (cfg.selection_folds, cfg.accuracy_tolerance, cfg.bootstrap_samples, cfg.confidence, cfg.seed,
+            cfg.cascade.max_stage_size, Calibration(tuple(cfg.cascade.calibration_slacks), cfg.noninferiority_margin))
+    oof = crossfit_outcomes(m, {"deployed": target}, *rule)["deployed"]  # nested: each fold calibrates its slack
     column = best_column(everything.correct, everything.energy_j)
-    chosen = choose_chain(search(m, everything.candidates[column], max_stage_size=cfg.cascade.max_stage_size), m,
-                          target, cfg.accuracy_tolerance, samples, cfg.confidence, cfg.seed)
+    space = search(m, everything.candidates[column], max_stage_size=cfg.cascade.max_stage_size)
+    chosen = choose_calibrated(space, m, {"deployed": target}, *rule)["deployed"]
     chain = chosen.chain
     # against the best single on all selection data, the one every other kind is held to (the folds' own best
     # singles chose the chains; the yardstick of the choice across kinds is one)
-    return [PolicyOutcomes(CASCADE, chain.name, f"train+val, out of fold over {cfg.selection_folds} folds",
+    return [PolicyOutcomes(CASCADE, chain.name, f"train+val, out of fold over {cfg.selection_folds} folds, nested",
                            list(m.query_ids), oof.correct, oof.energy_j, everything.correct[:, column],
                            everything.energy_j[:, column],
                            {"stages": [list(st) for st in chain.stages], "max_output_tokens": chain.max_output_tokens,
-                            "chains_out_of_fold": oof.chains,
+                            "chains_out_of_fold": oof.chains, "slacks_out_of_fold": oof.slacks,
                             "selection": {k: v for k, v in chosen.selection.items() if k != "search_seconds"}})]
 
 

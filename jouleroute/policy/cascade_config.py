@@ -9,12 +9,18 @@
 - ``max_stage_size``: the largest non-final stage (2: pairs; 3 adds triples, O(K⁶) chains; search.py);
 - ``cross_fit_folds``: each target's *rule* is also scored out of fold on the selection data (choose on k−1
   folds, score on the held-out one; policy/cascade_choice.py): how much of a chain's selection lead survives the choice among
-  thousands. 0 or 1 turns it off.
+  thousands. 0 or 1 turns it off;
+- ``calibration_slacks``: accuracy points above a floor target's floor (``iso_accuracy``, ``accuracy_floor``) that
+  a chain may be chosen at: the smallest whose rule still meets the target out of fold on the data the choice is
+  made on (policy/cascade_choice.py, ``calibrate_slack``), so the cheapest chain that clears the floor by luck
+  among thousands is not the one deployed. ``[0]`` turns it off.
 
 It lives in the policy layer because its targets are the policy's one ``Target``.
 """
 
 from __future__ import annotations
+
+from typing import Annotated
 
 from pydantic import Field, field_validator
 
@@ -32,6 +38,8 @@ class CascadeConfig(StrictModel):
     targets: dict[str, Target] = Field(default_factory=lambda: dict(DEFAULT_TARGETS))
     max_stage_size: int = Field(default=2, ge=2, le=3)
     cross_fit_folds: int = Field(default=5, ge=0, le=20)
+    calibration_slacks: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+        default_factory=lambda: [0.0, 0.005, 0.01, 0.015, 0.02], min_length=1)
 
     @field_validator("targets")
     @classmethod

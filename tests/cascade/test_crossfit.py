@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from jouleroute.policy.cascade_choice import crossfit_targets
+from jouleroute.cascade.matrix import CascadeMatrix
+from jouleroute.cascade.search import search
+from jouleroute.policy.cascade_choice import (Calibration, calibrate_slack, choose_calibrated, choose_chain,
+                                              crossfit_outcomes, crossfit_targets)
+from jouleroute.stats import paired_mean_ci
 from jouleroute.policy.cascade_config import ROUTER_TARGET, CascadeConfig
 from jouleroute.cascade.matrix import cascade_matrix
 from jouleroute.policy.target import Target as CascadeTarget
@@ -53,3 +57,89 @@ def test_the_cascade_config_rejects_typos_and_names_that_are_no_file_names():
                 {"max_stage_size": 4}):
         with pytest.raises(ValidationError):
             EvaluateConfig(cascade=bad)
+
+
+# --- a floor target's slack, calibrated out of fold (policy/cascade_choice.py, calibrate_slack) ---------------------
+
+SLACKS = (0.0, 0.005, 0.01, 0.015, 0.02)
+ISO = {"iso": CascadeTarget(iso_accuracy=True)}
+
+
+def _lookalikes(n: int, seed: int, looks: int = 5) -> CascadeMatrix:
+    """A best single (0.85, 20 J) and ``looks`` cheap models that are one model with a few flipped answers (0.83,
+    wrong answers all alike): they agree on their mistakes, so no chain of them beats the best single, and the
+    cheapest chain clearing best − 0.01 on selection clears it by luck."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    ids, gold, base = [f"gsm8k/{i:04d}" for i in range(n)], rng.integers(10, 1000, n), rng.random(n) < 0.83
+    models = {"best": (rng.random(n) < 0.85, 20.0)} | {f"look{j}": (base ^ (rng.random(n) < 0.04), 3.0 + j)
+                                                        for j in range(looks)}
+    rows = [{"query_id": q, "candidate_id": name, "task": "gsm8k", "split": "train", "correct": int(right[i]),
+             "invalid": 0, "extracted_answer": str(gold[i] + (0 if right[i] else 1)), "output_tokens": 100,
+             "output_text": f"the answer is {gold[i] + (0 if right[i] else 1)}", "latency_s": 0.01,
+             "energy_j": joules * (0.5 + rng.random()), "energy_source": "modelled"}
+            for name, (right, joules) in models.items() for i, q in enumerate(ids)]
+    queries = pd.DataFrame({"query_id": ids, "task": "gsm8k", "split": "train", "gold": gold.astype(str)})
+    profile = pd.DataFrame(rows)
+    return cascade_matrix(profile, selection_matrix(profile, queries, "energy_j"))
+
+
+def _meets_at(m, slack: float) -> bool:
+    o = crossfit_outcomes(m, ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration((slack,), 0.03))["iso"]
+    assert o.slacks == [slack] * 5  # one slack offered: used as given in every fold
+    diff = o.correct - o.best_correct
+    return diff.mean() >= -0.01 - 1e-12 and paired_mean_ci(diff, 200, 0, 0.95)[0] > -0.03
+
+
+def test_the_slack_is_the_smallest_whose_rule_meets_the_target_out_of_fold_and_the_largest_when_none_does():
+    lucky = _lookalikes(600, seed=0)
+    meets = [s for s in SLACKS if _meets_at(lucky, s)]
+    assert meets and meets[0] > 0 and not _meets_at(lucky, 0.0)  # at the floor itself the rule falls short
+    assert calibrate_slack(lucky, ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03)) == {"iso": meets[0]}
+    hopeless = _lookalikes(600, seed=1)
+    assert not any(_meets_at(hopeless, s) for s in SLACKS)
+    assert calibrate_slack(hopeless, ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03)) == {"iso": 0.02}
+    # a target that is no floor, one slack offered, or too few queries: no calibration
+    assert calibrate_slack(lucky, ABOVE | ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration((0.0,), 0.03)) == \
+        {"above_best": 0.0, "iso": 0.0}
+    assert calibrate_slack(lucky.take(range(12)), ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03)) == \
+        {"iso": 0.0}
+
+
+def test_a_chain_chosen_with_a_slack_clears_the_raised_floor_and_is_judged_at_the_floor():
+    m = _lookalikes(600, seed=0)
+    space = search(m, "best")
+    plain = choose_chain(space, m, ISO["iso"], 0.01)
+    raised = choose_chain(space, m, ISO["iso"], 0.01, slack=0.01)
+    assert raised.selection["slack"] == 0.01 and raised.met_on_selection
+    assert raised.selection["accuracy_diff_vs_best"] >= 0.0 - 1e-12  # best − 0.01 + 0.01
+    assert plain.selection["energy_share_of_best"] < raised.selection["energy_share_of_best"]
+    # an unreachable raised floor: the most accurate chain, and whether it meets the target is read at the floor
+    top = choose_chain(space, m, ISO["iso"], 0.01, slack=1.0)
+    assert top.selection["accuracy"] == space.accuracy.max() and top.met_on_selection
+    picked = choose_calibrated(space, m, ISO | ABOVE, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03))
+    assert picked["iso"].selection["slack"] == calibrate_slack(m, ISO, 5, 0.01, 200, 0.95, 0, 2,
+                                                               Calibration(SLACKS, 0.03))["iso"]
+    assert "slack" not in picked["above_best"].selection
+
+
+def test_nested_cross_fitting_calibrates_each_fold_on_its_other_folds_only():
+    import numpy as np
+
+    m = _lookalikes(600, seed=0)
+    o = crossfit_outcomes(m, ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03))["iso"]
+    fold = np.random.default_rng(0).permutation(len(m.query_ids)) % 5
+    assert o.slacks == [calibrate_slack(m.take(np.flatnonzero(fold != f)), ISO, 5, 0.01, 200, 0.95, 0, 2,
+                                        Calibration(SLACKS, 0.03))["iso"] for f in range(5)]
+    assert any(s > 0 for s in o.slacks)
+    figures = crossfit_targets(m, ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03))["iso"]
+    assert figures["slacks"] == o.slacks
+
+
+def test_calibration_slacks_are_accuracy_points_in_0_1():
+    assert EvaluateConfig().cascade.calibration_slacks == list(SLACKS)
+    for bad in ([], [-0.01], [1.5]):
+        with pytest.raises(ValidationError):
+            EvaluateConfig(cascade={"calibration_slacks": bad})
