@@ -75,10 +75,11 @@ register_kind(PolicyKind(
 register_kind(PolicyKind(
     CASCADE, ("stages", "max_output_tokens"), lambda d: f"the cascade {d['name']}",
     compact=lambda dep: (dep.get("deployed_name") or "").replace(" ", ""), picks=None,
-    serves=lambda deployment: f"the cascade {deployment['deployed']['name']} serves every query", write=write_chain,
+    serves=lambda deployment: None, write=write_chain,  # the paired verdict over the reference single, as a route's
     tag=lambda deployment: deployment["deployed"]["name"],
-    verdict=lambda block: f"**the cascade `{block['deployed']['name']}` is deployed**: it meets the target and pays "
-                          "over it"))
+    verdict=lambda block: f"is passed over: **the cascade `{block['deployed']['name']}` is deployed**, the cheapest "
+                          "policy that meets the target on selection data (its rule scored out of fold), and it pays "
+                          "over that single"))
 
 
 def kind_of(deployment: dict) -> PolicyKind:

@@ -30,7 +30,9 @@ def test_a_cascade_picks_no_one_model_and_writes_the_chain_the_gateway_serves(tm
     deployed = {"kind": CASCADE, "name": "small > big", "stages": [["small"], ["big"]], "max_output_tokens": 64}
     cascade = {"policy": CASCADE, "deployed": deployed}
     kind = kind_of(cascade)
-    assert kind.picks is None and kind.serves(cascade) == "the cascade small > big serves every query"
+    # no sentence of its own on what serves: the paired verdict over the reference single reads as a route's
+    assert kind.picks is None and kind.serves(cascade) is None
+    assert kind.verdict(cascade).startswith("is passed over: **the cascade `small > big` is deployed**")
     assert kind.tag(cascade) == "small > big" and kind.compact({"deployed_name": "small > big"}) == "small>big"
     kind.write(cascade, tmp_path)
     chain = ChainArtifact.read(tmp_path / DEPLOYED_CHAIN).chain
