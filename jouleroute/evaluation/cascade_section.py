@@ -25,7 +25,7 @@ def cascade_lines(block: dict | None, energy_source: str) -> list[str]:
               f"`{block['best_single']}` (energy **{energy_source}**, summed over every model asked; "
               f"{decided['confidence']:.0%} paired-bootstrap intervals). *Out of fold*: the target's rule scored on "
               "the selection queries by chains chosen without them (choose on k−1 folds, score on the held-out "
-              "one, the slack calibrated inside each): how much of a chain's selection lead survives choosing it.", "",
+              "one; a calibrated slack, inside each): how much of a chain's selection lead survives choosing it.", "",
               "| chosen for | chain | meets it on selection | out of fold: accuracy − best [CI], energy share "
               "| test accuracy − best [CI] | energy share of best [CI] | stopped at each stage | verdict |",
               "|---|---|---|---|---:|---:|---|---|"]

@@ -42,11 +42,11 @@ DECISION = " decision"  # the decision figure's key among the cross-fitted targe
 def cascade_block(profile: pd.DataFrame, queries: pd.DataFrame, test: ProfileMatrix, energy_column: str,
                   best_single: str | None, tolerance: float, margin: float, samples: int, confidence: float,
                   seed: int, cfg: CascadeConfig = CascadeConfig(),
-                  router_target: tuple[str, float] | None = None) -> dict:
+                  router_target: tuple[str, float] | None = None, calibration_folds: int = 5) -> dict:
     """report.json's ``cascade``: the search on selection data, the chain per target scored on test (and its
     rule out of fold on selection), and the decision figure; ``{"skipped": why}`` when the profile carries no
     comparable answers. ``margin``: the non-inferiority margin of the verdicts; ``router_target``: the deployed
-    router's (kind, value), chosen for too."""
+    router's (kind, value), chosen for too; ``calibration_folds``: ``evaluate.selection_folds``, as the deployment."""
     started = time.perf_counter()
     missing = answers_missing(profile)
     if missing:
@@ -62,9 +62,9 @@ def cascade_block(profile: pd.DataFrame, queries: pd.DataFrame, test: ProfileMat
     targets = cfg.with_router_target(*(router_target or (None, None)))
     out = {"best_single": best_single, "n_chains": int(space.accuracy.size), "search_seconds": space.seconds,
            "n_selection_queries": len(selection.query_ids), "pareto": pareto_points(space), "targets": {}}
-    calibration = Calibration(tuple(cfg.calibration_slacks), margin)  # floor targets: a slack calibrated out of fold
-    for name, choice in choose_calibrated(space, selection, targets, cfg.cross_fit_folds, tolerance, samples,
-                                          confidence, seed, cfg.max_stage_size, calibration).items():
+    calibration = Calibration(tuple(cfg.calibration_slacks), margin, calibration_folds)  # the deployment's
+    for name, choice in choose_calibrated(space, selection, targets, tolerance, samples, confidence, seed,
+                                          cfg.max_stage_size, calibration).items():
         out["targets"][name] = {"chain": choice.chain.name, "selection": choice.selection,
                                 "test": score_chain(choice.chain, scored, best_single, margin, samples, confidence, seed)}
     checked = crossfit_targets(selection, targets | {DECISION: DECISION_TARGET}, cfg.cross_fit_folds, tolerance,

@@ -95,18 +95,18 @@ def cascade_contenders(setup: EvaluateSetup, contest: Contest, everything: Profi
     m = cascade_matrix(contest.profile, everything)
     if list(m.query_ids) != list(everything.query_ids):
         raise AssertionError("the cascade matrix must keep the selection matrix's query order (paired folds)")
-    rule = (cfg.selection_folds, cfg.accuracy_tolerance, cfg.bootstrap_samples, cfg.confidence, cfg.seed,
-            cfg.cascade.max_stage_size, Calibration(tuple(cfg.cascade.calibration_slacks), cfg.noninferiority_margin))
-    oof = crossfit_outcomes(m, {"deployed": target}, *rule)["deployed"]  # nested: each fold calibrates its slack
+    calibration = Calibration(tuple(cfg.cascade.calibration_slacks), cfg.noninferiority_margin, cfg.selection_folds)
+    rule = (cfg.accuracy_tolerance, cfg.bootstrap_samples, cfg.confidence, cfg.seed, cfg.cascade.max_stage_size)
+    oof = crossfit_outcomes(m, {"deployed": target}, cfg.selection_folds, *rule, calibration)["deployed"]  # nested
     column = best_column(everything.correct, everything.energy_j)
     space = search(m, everything.candidates[column], max_stage_size=cfg.cascade.max_stage_size)
-    chosen = choose_calibrated(space, m, {"deployed": target}, *rule)["deployed"]
+    chosen = choose_calibrated(space, m, {"deployed": target}, *rule, calibration)["deployed"]
     chain = chosen.chain
     # against the best single on all selection data, the one every other kind is held to (the folds' own best
     # singles chose the chains; the yardstick of the choice across kinds is one)
-    return [PolicyOutcomes(CASCADE, chain.name, f"train+val, out of fold over {cfg.selection_folds} folds, nested",
-                           list(m.query_ids), oof.correct, oof.energy_j, everything.correct[:, column],
-                           everything.energy_j[:, column],
+    data = f"train+val, out of fold over {cfg.selection_folds} folds" + (", nested" if calibration.on else "")
+    return [PolicyOutcomes(CASCADE, chain.name, data, list(m.query_ids), oof.correct, oof.energy_j,
+                           everything.correct[:, column], everything.energy_j[:, column],
                            {"stages": [list(st) for st in chain.stages], "max_output_tokens": chain.max_output_tokens,
                             "chains_out_of_fold": oof.chains, "slacks_out_of_fold": oof.slacks,
                             "selection": {k: v for k, v in chosen.selection.items() if k != "search_seconds"}})]

@@ -290,7 +290,7 @@ def run_evaluate(
         router_target = (deployment["target"], deployment["floor_or_share"]) if deployment else None
         report["cascade"] = clean(cascade_block(profile, queries, matrix, energy.column, best, cfg.accuracy_tolerance,
                                                 cfg.noninferiority_margin, cfg.bootstrap_samples, cfg.confidence, cfg.seed, cfg.cascade,
-                                                router_target))
+                                                router_target, cfg.selection_folds))
     metrics, paths = write_outputs(report, Path(out_dir), cfg)
     result = EvaluationResult(metrics=metrics, report=report, paths=paths)
     if run is not None:

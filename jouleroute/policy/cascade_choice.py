@@ -126,11 +126,17 @@ def crossfit_targets(m: CascadeMatrix, targets: dict[str, Target], folds: int, t
 
 @dataclass(frozen=True)
 class Calibration:
-    """How a floor target's slack is calibrated (``calibrate_slack``): the slacks tried, smallest first, and the
-    non-inferiority margin an ``iso_accuracy`` rule's out-of-fold interval must stay above."""
+    """How a floor target's slack is calibrated (``calibrate_slack``): the slacks tried, the non-inferiority margin
+    an ``iso_accuracy`` rule's out-of-fold interval must stay above, and the folds of that cross-fit (the
+    deployment's ``evaluate.selection_folds`` wherever a chain is chosen, so every caller picks the same chain)."""
 
     slacks: tuple[float, ...] = (0.0,)
     margin: float | None = None
+    folds: int = 5
+
+    @property
+    def on(self) -> bool:
+        return len(set(self.slacks)) > 1
 
 
 @dataclass
@@ -154,19 +160,20 @@ def crossfit_outcomes(m: CascadeMatrix, targets: dict[str, Target], folds: int, 
     deployment cross-fits the routers with (``np.random.default_rng(seed).permutation(n) % folds``); with
     ``calibration``, each fold's floor targets calibrate their slack on that fold's other folds (nested)."""
     def slack_of(inside: CascadeMatrix) -> dict[str, float]:
-        return calibrate_slack(inside, targets, folds, tolerance, samples, confidence, seed, max_stage_size,
+        return calibrate_slack(inside, targets, tolerance, samples, confidence, seed, max_stage_size,
                                calibration or Calibration())
     return _crossfit(m, {name: (name, target) for name, target in targets.items()}, folds, tolerance, samples,
                      confidence, seed, max_stage_size, slack_of)
 
 
-def calibrate_slack(m: CascadeMatrix, targets: dict[str, Target], folds: int, tolerance: float, samples: int,
+def calibrate_slack(m: CascadeMatrix, targets: dict[str, Target], tolerance: float, samples: int,
                     confidence: float, seed: int, max_stage_size: int = 2,
                     calibration: Calibration = Calibration()) -> dict[str, float]:
     """Per target name: the slack its chain is chosen with on ``m`` (module doc): the smallest of
-    ``calibration.slacks`` whose rule meets the target out of fold on ``m``, the largest when none does; 0 for a
-    target that is no floor; the smallest when one slack is offered or ``m`` is too small for ``folds`` folds."""
-    slacks = sorted(set(calibration.slacks))
+    ``calibration.slacks`` whose rule meets the target out of fold on ``m`` (over ``calibration.folds`` folds), the
+    largest when none does; 0 for a target that is no floor; the smallest when one slack is offered or ``m`` is too
+    small for its folds. The rule is judged as the deployment judges it: against the best single on all of ``m``."""
+    slacks, folds = sorted(set(calibration.slacks)), calibration.folds
     floors = {name: target for name, target in targets.items() if target.kind in FLOOR_KINDS}
     out = {name: 0.0 for name in targets} | {name: slacks[0] for name in floors}
     if not floors or len(slacks) < 2 or folds < 2 or len(m.query_ids) < 2 * folds:
@@ -174,23 +181,26 @@ def calibrate_slack(m: CascadeMatrix, targets: dict[str, Target], folds: int, to
     trials = {(name, slack): ((name, slack), target) for name, target in floors.items() for slack in slacks}
     held = _crossfit(m, trials, folds, tolerance, samples, confidence, seed, max_stage_size,
                      lambda inside: {key: key[1] for key in trials})
+    best = m.correct[:, best_column(m.correct, m.energy_j)]
     for name, target in floors.items():
-        meets = [s for s in slacks if _meets_out_of_fold(target, held[(name, s)], tolerance, calibration.margin,
-                                                         samples, confidence, seed)]
+        meets = [s for s in slacks if _meets_out_of_fold(target, held[(name, s)].correct, best, tolerance,
+                                                         calibration.margin, samples, confidence, seed)]
         out[name] = meets[0] if meets else slacks[-1]
     return out
 
 
-def _meets_out_of_fold(target: Target, o: OutOfFold, tolerance: float, margin: float | None, samples: int,
-                       confidence: float, seed: int) -> bool:
-    """Whether a floor target's rule meets it out of fold: its pooled accuracy at the floor and, for
-    ``iso_accuracy`` with a ``margin`` and resamples, the lower end of its accuracy interval above −margin."""
+def _meets_out_of_fold(target: Target, correct: np.ndarray, best: np.ndarray, tolerance: float,
+                       margin: float | None, samples: int, confidence: float, seed: int) -> bool:
+    """Whether a floor target's rule, out of fold (``correct``), meets it: its pooled accuracy at the floor and,
+    for ``iso_accuracy`` with a ``margin``, the deployment's admissibility against ``best`` (the best single's
+    outcomes): the lower end of the paired accuracy interval above −margin (the point estimate without resamples)."""
     if target.kind == "accuracy_floor":
-        return bool(reaches_floor(o.correct.mean(), target.value))
-    diff = o.correct - o.best_correct
+        return bool(reaches_floor(correct.mean(), target.value))
+    diff = correct - best
     if not reaches_floor(diff.mean(), 0.0, tolerance):
         return False
-    return margin is None or samples <= 0 or paired_mean_ci(diff, samples, seed, confidence)[0] > -margin - _EPS
+    lower = paired_mean_ci(diff, samples, seed, confidence)[0] if samples > 0 else diff.mean()
+    return margin is None or lower > -margin - _EPS
 
 
 def _crossfit(m: CascadeMatrix, rules: dict, folds: int, tolerance: float, samples: int, confidence: float,
@@ -256,11 +266,11 @@ def decision_figure(space: ChainSpace, selection: CascadeMatrix, test: CascadeMa
             "test": score_chain(choice.chain, test, space.candidates[space.best], margin, samples, confidence, seed)}
 
 
-def choose_calibrated(space: ChainSpace, m: CascadeMatrix, targets: dict[str, Target], folds: int,
-                      tolerance: float, samples: int, confidence: float, seed: int, max_stage_size: int = 2,
+def choose_calibrated(space: ChainSpace, m: CascadeMatrix, targets: dict[str, Target], tolerance: float,
+                      samples: int, confidence: float, seed: int, max_stage_size: int = 2,
                       calibration: Calibration = Calibration()) -> dict[str, CascadeChoice]:
     """Per target name: the chain chosen on all of ``m`` (searched into ``space``), each floor target's at the slack
     calibrated out of fold on ``m`` (``calibrate_slack``)."""
-    slacks = calibrate_slack(m, targets, folds, tolerance, samples, confidence, seed, max_stage_size, calibration)
+    slacks = calibrate_slack(m, targets, tolerance, samples, confidence, seed, max_stage_size, calibration)
     return {name: choose_chain(space, m, target, tolerance, samples, confidence, seed, slacks[name])
             for name, target in targets.items()}

@@ -9,7 +9,8 @@
 - ``max_stage_size``: the largest non-final stage (2: pairs; 3 adds triples, O(K⁶) chains; search.py);
 - ``cross_fit_folds``: each target's *rule* is also scored out of fold on the selection data (choose on k−1
   folds, score on the held-out one; policy/cascade_choice.py): how much of a chain's selection lead survives the choice among
-  thousands. 0 or 1 turns it off;
+  thousands. 0 or 1 turns that check off (not the calibration below, which cross-fits over
+  ``evaluate.selection_folds``, as the deployment);
 - ``calibration_slacks``: accuracy points above a floor target's floor (``iso_accuracy``, ``accuracy_floor``) that
   a chain may be chosen at: the smallest whose rule still meets the target out of fold on the data the choice is
   made on (policy/cascade_choice.py, ``calibrate_slack``), so the cheapest chain that clears the floor by luck

@@ -9,6 +9,7 @@ from jouleroute.cascade.matrix import CascadeMatrix
 from jouleroute.cascade.search import search
 from jouleroute.policy.cascade_choice import (Calibration, calibrate_slack, choose_calibrated, choose_chain,
                                               crossfit_outcomes, crossfit_targets)
+from jouleroute.policy.singles import best_column
 from jouleroute.stats import paired_mean_ci
 from jouleroute.policy.cascade_config import ROUTER_TARGET, CascadeConfig
 from jouleroute.cascade.matrix import cascade_matrix
@@ -87,25 +88,39 @@ def _lookalikes(n: int, seed: int, looks: int = 5) -> CascadeMatrix:
 
 
 def _meets_at(m, slack: float) -> bool:
+    """The deployment's test of a rule out of fold (deployment.cascade_contenders, choose.choose_across_kinds): the
+    pooled accuracy within the tolerance of the best single on all of ``m``, and the interval's lower end above
+    −margin."""
     o = crossfit_outcomes(m, ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration((slack,), 0.03))["iso"]
     assert o.slacks == [slack] * 5  # one slack offered: used as given in every fold
-    diff = o.correct - o.best_correct
+    diff = o.correct - m.correct[:, best_column(m.correct, m.energy_j)]
     return diff.mean() >= -0.01 - 1e-12 and paired_mean_ci(diff, 200, 0, 0.95)[0] > -0.03
+
+
+def _calibrated(m, targets=ISO, slacks=SLACKS) -> dict:
+    return calibrate_slack(m, targets, 0.01, 200, 0.95, 0, 2, Calibration(slacks, 0.03, 5))
 
 
 def test_the_slack_is_the_smallest_whose_rule_meets_the_target_out_of_fold_and_the_largest_when_none_does():
     lucky = _lookalikes(600, seed=0)
     meets = [s for s in SLACKS if _meets_at(lucky, s)]
     assert meets and meets[0] > 0 and not _meets_at(lucky, 0.0)  # at the floor itself the rule falls short
-    assert calibrate_slack(lucky, ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03)) == {"iso": meets[0]}
+    assert _calibrated(lucky) == {"iso": meets[0]}
     hopeless = _lookalikes(600, seed=1)
     assert not any(_meets_at(hopeless, s) for s in SLACKS)
-    assert calibrate_slack(hopeless, ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03)) == {"iso": 0.02}
-    # a target that is no floor, one slack offered, or too few queries: no calibration
-    assert calibrate_slack(lucky, ABOVE | ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration((0.0,), 0.03)) == \
-        {"above_best": 0.0, "iso": 0.0}
-    assert calibrate_slack(lucky.take(range(12)), ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03)) == \
-        {"iso": 0.0}
+    assert _calibrated(hopeless) == {"iso": 0.02}
+    # a target that is no floor, one slack offered, or fewer queries than two per fold: no calibration
+    assert _calibrated(lucky, ABOVE | ISO, (0.0,)) == {"above_best": 0.0, "iso": 0.0}
+    assert _calibrated(lucky.take(range(9))) == {"iso": 0.0}
+
+
+def test_the_calibration_judges_a_rule_as_the_deployment_does_against_the_best_single_on_all_its_data():
+    # each fold's own best single can be a weaker one: judged against it, slack 0 passed here where the deployment,
+    # judging against the best single on all selection data, refuses it
+    pool = _lookalikes(600, seed=2)
+    meets = [s for s in SLACKS if _meets_at(pool, s)]
+    assert not _meets_at(pool, 0.0)
+    assert _calibrated(pool) == {"iso": meets[0] if meets else SLACKS[-1]}
 
 
 def test_a_chain_chosen_with_a_slack_clears_the_raised_floor_and_is_judged_at_the_floor():
@@ -119,9 +134,8 @@ def test_a_chain_chosen_with_a_slack_clears_the_raised_floor_and_is_judged_at_th
     # an unreachable raised floor: the most accurate chain, and whether it meets the target is read at the floor
     top = choose_chain(space, m, ISO["iso"], 0.01, slack=1.0)
     assert top.selection["accuracy"] == space.accuracy.max() and top.met_on_selection
-    picked = choose_calibrated(space, m, ISO | ABOVE, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03))
-    assert picked["iso"].selection["slack"] == calibrate_slack(m, ISO, 5, 0.01, 200, 0.95, 0, 2,
-                                                               Calibration(SLACKS, 0.03))["iso"]
+    picked = choose_calibrated(space, m, ISO | ABOVE, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03, 5))
+    assert picked["iso"].selection["slack"] == _calibrated(m)["iso"]
     assert "slack" not in picked["above_best"].selection
 
 
@@ -129,12 +143,11 @@ def test_nested_cross_fitting_calibrates_each_fold_on_its_other_folds_only():
     import numpy as np
 
     m = _lookalikes(600, seed=0)
-    o = crossfit_outcomes(m, ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03))["iso"]
+    o = crossfit_outcomes(m, ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03, 5))["iso"]
     fold = np.random.default_rng(0).permutation(len(m.query_ids)) % 5
-    assert o.slacks == [calibrate_slack(m.take(np.flatnonzero(fold != f)), ISO, 5, 0.01, 200, 0.95, 0, 2,
-                                        Calibration(SLACKS, 0.03))["iso"] for f in range(5)]
+    assert o.slacks == [_calibrated(m.take(np.flatnonzero(fold != f)))["iso"] for f in range(5)]
     assert any(s > 0 for s in o.slacks)
-    figures = crossfit_targets(m, ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03))["iso"]
+    figures = crossfit_targets(m, ISO, 5, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03, 5))["iso"]
     assert figures["slacks"] == o.slacks
 
 
