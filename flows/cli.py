@@ -110,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "stop":
         from flows.deployment import stop
 
-        stop(root, args.name)
-        return 0
+        return 0 if stop(root, args.name) else 1  # a typo in the name stopped nothing: not a success
 
     from flows.stages import UnknownStage, choose, dvc_yaml_for, stage_order
     from jouleroute.config import ParamsError
@@ -119,6 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     params = Path(args.params) if Path(args.params).is_absolute() else root / args.params
     if args.command == "loop" or (args.command == "deploy" and args.flow == "loop"):
         return loop_command(args, argv, root, params)
+    from jouleroute.stages.table import is_own_params
+
+    if not is_own_params(params, root):  # as `jouleroute repro`: a copy drives no dvc.yaml, its stages read params.yaml
+        return fail(f"{params.name} is a params copy, and the flows run a dvc.yaml's stages, which read that "
+                    "pipeline's params.yaml: run its stages one by one (`jouleroute --params FILE prepare`, ...), or "
+                    "give it a pipeline of its own, a folder with params.yaml and dvc.yaml (docs/your-own-pool.md)")
     try:  # everything checked before anything starts: params, stage names
         from flows.pipeline import flow_for
 

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import textwrap
+from pathlib import Path
 from typing import Callable
 
 from jouleroute.offline import set_offline_defaults
@@ -139,6 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def project_root_above(here: Path) -> Path | None:
+    """The DVC project (a folder holding ``.dvc/``) that ``here`` lies strictly inside, or None (``here`` is a
+    project root, or no project holds it)."""
+    here = here.resolve()
+    if (here / ".dvc").is_dir():
+        return None
+    return next((up for up in here.parents if (up / ".dvc").is_dir()), None)
+
+
 def main(argv: list[str] | None = None) -> int:
     set_offline_defaults()
     own, forwarded = split_forwarded(list(sys.argv[1:] if argv is None else argv))
@@ -149,14 +159,20 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     if not args.verbose:
         quiet_libraries()
-    from jouleroute.commands import COMMANDS, PARAMS_OPTIONAL
+    from jouleroute.commands import COMMANDS, PARAMS_OPTIONAL, PARAMS_UNREAD
     from jouleroute.stages import STAGES
     from jouleroute.commands.errors import expected_error
 
     ctx = None
     try:
-        if args.command not in PARAMS_OPTIONAL or os.path.exists(args.params):
+        if args.command not in PARAMS_UNREAD and (args.command not in PARAMS_OPTIONAL or os.path.exists(args.params)):
             from jouleroute.stages.context import StageContext  # (not for `meter` on a bare GPU node)
+
+            root = project_root_above(Path.cwd())
+            if root is not None:  # every params file's `paths:` are relative to the project root, not to here
+                print(f"jouleroute {args.command}: run it from the project root, {root} (`cd {root}`): the paths "
+                      "in params files are relative to it, not to this subdirectory", file=sys.stderr)
+                return 1
 
             ctx = StageContext.load(args.params, progress=None if args.no_progress else _tqdm_progress)
         fn = {**STAGES, **COMMANDS}[args.command].run

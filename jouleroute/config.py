@@ -197,6 +197,25 @@ def moved_keys(raw: dict) -> list[str]:
     return found
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """Safe YAML that refuses a key given twice in one mapping: PyYAML would keep the last one silently, so a
+    second ``router:`` section would drop the first's keys without a word."""
+
+
+def _unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    first: dict = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in first and key != "<<":
+            raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice in one mapping (first at "
+                                                    f"line {first[key]}); keep one", key_node.start_mark)
+        first.setdefault(key, key_node.start_mark.line + 1)
+    return loader.construct_mapping(node, deep=deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def load_params(path: str | Path = "params.yaml") -> Params:
     """The typed params of ``path``. Its `paths:` are relative to the project root, as in every params file."""
     return _validated(Path(path))
@@ -205,9 +224,13 @@ def load_params(path: str | Path = "params.yaml") -> Params:
 def _validated(path: Path) -> Params:
     path = _shown(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
     except FileNotFoundError as exc:
         raise ParamsError(f"{path}: not found (run from the repository root, or pass --params)") from exc
+    except UnicodeDecodeError as exc:
+        raise ParamsError(f"{path}: not UTF-8 text (byte {exc.start}): a params file is YAML") from None
+    except OSError as exc:  # a folder, no permission
+        raise ParamsError(f"{path}: cannot be read as a params file ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:  # one line: where, and what the parser expected
         mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None) or str(exc).splitlines()[0]
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

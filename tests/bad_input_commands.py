@@ -208,6 +208,8 @@ PARAMS_CASES = [
     Case("--params bad.yaml check-params", "an empty file", params=""),
     Case("--params bad.yaml check-params", "a list, not a mapping of sections", params="- prepare\n- tournament\n"),
     Case("--params bad.yaml check-params", "not YAML", params="prepare: [unclosed\n"),
+    Case("--params bad.yaml check-params", "a section given twice (YAML would keep the last silently)",
+         params="router:\n  threads: 2\nrouter:\n  lam: 0.5\n"),
     Case("--params missing.yaml check-params", "no such file"),
     Case("serve --config bad.yaml", "a gateway config (`--config`) with a misspelled key",
          params="gateway:\n  hots: 0.0.0.0\n"),

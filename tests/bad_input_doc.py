@@ -43,7 +43,8 @@ def render(stage_lines: list[str], params_lines: list[str], gateway: list[tuple[
            "| command | input | what you see (stderr, exit status 1) |", "|---|---|---|"]
     out += [f"| `jouleroute {c.command}` | {c.what} | {_cell(line)} |" for c, line in zip(STAGE_CASES, stage_lines)]
     out += ["", "### Params", "", "`jouleroute check-params` here; every command that reads the params file prints "
-            "the same line (after its own name), and `make run` stops there before DVC starts.", "",
+            "the same line (after its own name), and `make run` stops there before DVC starts. `jouleroute-flow` "
+            "prints it after `jouleroute-flow:` and exits 2, as it does for every refusal before a flow starts.", "",
             "| command | params file | what you see (stderr, exit status 1) |", "|---|---|---|"]
     out += [f"| `jouleroute {c.command}` | {c.what} | {_cell(line)} |" for c, line in zip(PARAMS_CASES, params_lines)]
     out += ["", "### Gateway requests", "", "`POST /v1/completions` (or `/v1/chat/completions`) to `jouleroute serve` "

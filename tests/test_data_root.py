@@ -146,6 +146,9 @@ def test_a_local_copy_wins_over_the_urls(served, monkeypatch):
     monkeypatch.chdir(project)
     assert main(["--no-progress", "data", "fetch", "benchmarks/toy", "--from", str(project.parent / "copy")]) == 0
     assert server.requests == 0
+    # a --from that names no folder was skipped without a word, and the URLs tried instead
+    assert main(["--no-progress", "data", "fetch", "benchmarks/toy", "--from", str(project.parent / "nope")]) == 1
+    assert server.requests == 0
 
 
 @pytest.mark.integration

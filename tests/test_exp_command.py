@@ -45,3 +45,14 @@ def test_hydra_prefixes_add_set_and_delete_keys_as_dvc_reads_them(tmp_path):
     bad = check_overrides(params, ["-S", "+router.target.energy_shar=0.5"])
     assert "router.target.energy_shar" in bad and "\n" not in bad
     assert params.read_text() == before
+
+
+def test_values_dvc_accepts_pass_and_a_bad_index_or_value_is_one_line(tmp_path):
+    params = tmp_path / "params.yaml"
+    shutil.copy2(REPO / "params.yaml", params)
+    assert check_overrides(params, ["-S", "router.lam=1e-3"]) is None  # Hydra reads a number; YAML 1.1, a string
+    beyond = check_overrides(params, ["-S", "pool.9.max_new_tokens=3"])  # was an IndexError traceback
+    assert beyond.startswith("-S pool.9.max_new_tokens=3: pool is a list of") and "index it with 0 to" in beyond
+    assert "pool is a list" in check_overrides(params, ["-S", "pool.x=1"])  # was a TypeError
+    unparsable = check_overrides(params, ["-S", "router.lam=[1"])  # was a YAML ParserError traceback
+    assert unparsable.startswith("-S router.lam=[1: '[1' is no value") and "\n" not in unparsable

@@ -54,5 +54,7 @@ COMMANDS: dict[str, Command] = {
                      "Needs no params file."),
 }
 
-# Commands that run where no params file is (a GPU node): the params are read only when the file exists.
+# Commands that run where no params file is (a GPU node): the params are read only when the file exists; those of
+# PARAMS_UNREAD never read them (a broken params.yaml beside `jouleroute meter` is none of its business).
 PARAMS_OPTIONAL = ("meter", "serve-model")
+PARAMS_UNREAD = ("meter",)

@@ -30,6 +30,11 @@ FETCH_HINT = "`jouleroute data fetch` (with ../shared/data beside the project, -
 def _sources(ctx: StageContext, args: argparse.Namespace) -> list[Source]:
     given = getattr(args, "source_dir", None) or os.environ.get("JOULEROUTE_DATA_SOURCE")
     folder = Path(given) if given else ctx.root.parent / "shared" / "data"
+    if given and not folder.is_dir():  # asked for by name: not found is an error, not a source silently skipped
+        from jouleroute.stages import StageFailed
+
+        how = "--from" if getattr(args, "source_dir", None) else "JOULEROUTE_DATA_SOURCE"
+        raise StageFailed(f"{how} {given}: no such folder (a folder in the data root's layout, e.g. ../shared/data)")
     # the in-tree bundle first: it answers only for the datasets the project may commit (`bundled:`)
     sources: list[Source] = [BundleSource("the project's bundle", ctx.root)]
     if folder.is_dir():

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def exp_command(ctx: StageContext, args: argparse.Namespace) -> int:
     if action == "run":
         problem = check_overrides(ctx.params_path, rest)
         if problem:
-            print(f"jouleroute exp run: {problem}")
+            print(f"jouleroute exp run: {problem}", file=sys.stderr)
             return 1
         return dvc("run", *targeted(ctx, aimed(rest, str(Path(pipeline).parent / "params.yaml")), VALUED))
     if action == "show":
@@ -130,6 +131,15 @@ def _holds(raw: dict, key: str) -> bool:
     return True
 
 
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def override_value(text: str):
+    """An -S value as DVC (Hydra) reads it: YAML, except that ``1e-3`` is a number (YAML 1.1 wants ``1.0e-3``)."""
+    value = yaml.safe_load(text)
+    return float(text) if isinstance(value, str) and NUMBER.fullmatch(text.strip()) else value
+
+
 def check_overrides(params_path: Path, argv: list[str]) -> str | None:
     """None when the params with every override applied are valid, else one line naming the override."""
     assignments = overrides(argv, params_path)
@@ -151,8 +161,13 @@ def check_overrides(params_path: Path, argv: list[str]) -> str | None:
         if prefix == "+" and there:
             return f"-S {assignment}: {key} is already in {params_path.name}; set it with -S {assignment[1:]}"
         node, parts = raw, key.split(".")
-        for part in parts[:-1]:
-            if isinstance(node, list) and part.isdigit():
+        for i, part in enumerate(parts):
+            if isinstance(node, list) and not (part.isdigit() and int(part) < len(node)):
+                return (f"-S {assignment}: {'.'.join(parts[:i])} is a list of {len(node)}: index it with 0 to "
+                        f"{len(node) - 1}, got {part!r}")
+            if i == len(parts) - 1:
+                break
+            if isinstance(node, list):
                 node = node[int(part)]
             else:
                 if not isinstance(node.get(part), (dict, list)):
@@ -162,10 +177,12 @@ def check_overrides(params_path: Path, argv: list[str]) -> str | None:
         if prefix == "~":
             if isinstance(node, dict):
                 node.pop(last, None)
-        elif isinstance(node, list) and last.isdigit():
-            node[int(last)] = yaml.safe_load(value)
-        else:
-            node[last] = yaml.safe_load(value)
+            continue
+        try:
+            parsed = override_value(value)
+        except yaml.YAMLError as error:
+            return f"-S {assignment}: {value!r} is no value ({str(error).splitlines()[0]})"
+        node[int(last) if isinstance(node, list) else last] = parsed
     with tempfile.TemporaryDirectory() as folder:
         tried = Path(folder) / params_path.name
         tried.write_text(yaml.safe_dump(raw, sort_keys=False))

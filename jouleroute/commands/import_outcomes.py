@@ -16,10 +16,10 @@ from jouleroute.stages.profile_record import finish_profile
 
 def import_command(ctx: StageContext, args: argparse.Namespace | None = None) -> dict | int:
     if args is not None and getattr(args, "init", None) and getattr(args, "prompts", None):
-        from jouleroute.commands.pool_init import init_pool
+        from jouleroute.commands.pool_init import init_pool, pipeline_folder
         from jouleroute.commands.prompts_init import render
 
-        files = render(args.init.strip("/"), args.prompts, args.reference, ctx.root)
+        files = render(pipeline_folder(ctx.root, args.init), args.prompts, args.reference, ctx.root)
         written = init_pool(ctx.root, args.init, None, files)
         folder = written[0].parent.relative_to(ctx.root)
         print(f"wrote {', '.join(str(p.relative_to(ctx.root)) for p in written)}: set pool: and models: to your "

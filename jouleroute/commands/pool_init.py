@@ -101,10 +101,22 @@ def render(folder: str, table: str | None, root: Path = REPO) -> dict[str, str]:
     return {f"{folder}/params.yaml": header + params, f"{folder}/dvc.yaml": dvc}
 
 
+def pipeline_folder(root: Path, folder: str) -> str:
+    """``--init FOLDER`` as a path relative to the repository root, where a pipeline's stages run: an absolute path
+    inside the repository is made relative; one outside it (or a relative one climbing out) is refused."""
+    path = Path(folder)
+    inside = (path if path.is_absolute() else root / path).resolve()
+    try:
+        return inside.relative_to(root.resolve()).as_posix().strip("/")
+    except ValueError:
+        raise StageFailed(f"--init {folder}: a pipeline lives inside the repository ({root}), whose stages run at "
+                          "its root: give a folder under it, e.g. pools/mine") from None
+
+
 def init_pool(root: Path, folder: str, table: str | None, files: dict[str, str] | None = None) -> list[Path]:
     """Write the two files (``files``, or those of an outcome table's pipeline) never over existing ones; the
     paths written."""
-    folder = Path(folder).as_posix().strip("/")
+    folder = pipeline_folder(root, folder)
     files = files or render(folder, table)
     existing = [p for p in files if (root / p).exists()]
     if existing:

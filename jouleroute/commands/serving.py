@@ -5,6 +5,7 @@ exporter): the two processes a GPU node of a served pool runs when it has no ``v
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from pathlib import Path
 
@@ -54,8 +55,15 @@ def serve_model_command(ctx, args) -> int:
 def meter_command(ctx, args) -> int:
     from jouleroute.energy.meter_server import load_counter, serve_meter
 
-    options = dict(item.split("=", 1) for item in args.counter_arg)
-    counter = load_counter(args.counter, options)
+    odd = [item for item in args.counter_arg if "=" not in item]
+    if odd:
+        print(f"jouleroute meter: --counter-arg {odd[0]!r}: write it as KEY=VALUE", file=sys.stderr)
+        return 2
+    try:
+        counter = load_counter(args.counter, dict(item.split("=", 1) for item in args.counter_arg))
+    except (ImportError, AttributeError, TypeError, ValueError) as error:  # a counter that cannot be made
+        print(f"jouleroute meter: --counter {args.counter}: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
     server, _ = serve_meter(counter, args.host, args.port)
     print(f"jouleroute meter: {counter.source} on http://{args.host}:{server.server_port}/metrics", flush=True)
     try:

@@ -52,7 +52,7 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
     contest = json.loads(report_path.read_text()).get("val_contest") if report_path.exists() else None
     for line in champion_lines(contest):
         print("  " + line)
-    experiment, latest = _print_stage_runs(ctx)
+    experiment, latest = _print_stage_runs(ctx)  # latest finished
     # straight to the stage runs: MLflow 3's UI otherwise opens an experiment on its GenAI (traces) pages
     runs_page = (f"/#/experiments/{experiment}/runs?searchFilter=tags.run_kind%20%3D%20%27stage%27" if experiment
                  else "  (filter: tags.run_kind = 'stage')")
@@ -60,7 +60,7 @@ def where_command(ctx: StageContext, args: argparse.Namespace | None = None) -> 
     print(f"\nopen the UIs (ports: MLflow {mlflow_from}, Prefect {prefect_from}; PORT=... picks another):")
     print(f"  MLflow:  make ui-mlflow STORE={rel('mlflow_db').parent} PORT={mlflow}  -> http://127.0.0.1:{mlflow}{runs_page}")
     if "evaluate" in latest:  # the runs table shows no metric column until one is picked: this page shows them all
-        print("           the latest evaluate run's headline on opening (dep.*, best.*, ref.*, aiq.*, the champion's val figures):")
+        print("           the latest finished evaluate run's headline on opening (dep.*, best.*, ref.*, aiq.*, the champion's val figures):")
         print(f"           {headline_link(f'http://127.0.0.1:{mlflow}', experiment, [latest['evaluate'].info.run_id])}")
     print(f"  Prefect: make ui-prefect PORT={prefect}  -> http://127.0.0.1:{prefect}   (schedules: jouleroute flow --help)")
     print("  DVC:     dvc metrics show ; jouleroute exp show (experiments: README \"Experiments\") ; dvc plots show (static PNGs)")
@@ -134,8 +134,8 @@ def headline_link(base: str, experiment: str, run_ids: list[str]) -> str:
 
 
 def _print_stage_runs(ctx: StageContext) -> tuple[str | None, dict]:
-    """The latest run of each stage, printed; returns the experiment's id (``None`` without a store) and
-    those runs by stage."""
+    """The latest run of each stage, printed; returns the experiment's id (``None`` without a store) and the latest
+    finished run of each stage."""
     if not ctx.tracking_uri or not ctx.path("mlflow_db").exists():
         return None, {}
     from mlflow import MlflowClient
@@ -146,9 +146,11 @@ def _print_stage_runs(ctx: StageContext) -> tuple[str | None, dict]:
         return None, {}
     runs = client.search_runs([exp.experiment_id], filter_string="tags.run_kind = 'stage'",
                               order_by=["attributes.start_time DESC"], max_results=200)
-    latest = {}
+    latest, finished = {}, {}
     for run in runs:
         latest.setdefault(run.data.tags.get("stage", run.info.run_name), run)
+        if run.info.status == "FINISHED":  # the links lead to a run that has its figures, not a failed one
+            finished.setdefault(run.data.tags.get("stage", run.info.run_name), run)
     print(f"\nMLflow experiment '{exp.name}': latest run of each stage")
     for stage in [s for s in STAGES if s in latest] + sorted(set(latest) - set(STAGES)):
         run = latest[stage]
@@ -156,4 +158,4 @@ def _print_stage_runs(ctx: StageContext) -> tuple[str | None, dict]:
         source = run.data.tags.get("energy_source", "?")
         print(f"  {stage:12s} {run.info.status:9s} {started}  energy_source={source:10s}"
               f" metrics={len(run.data.metrics):<4d} run {run.info.run_id[:8]}")
-    return exp.experiment_id, latest
+    return exp.experiment_id, finished

@@ -143,7 +143,11 @@ def gate_step(ws: Workspace, params: LoopParams, cfg: LoopConfig) -> dict:
                                           "the main pipeline's prepare had run): nothing to measure drift against"}
     verdict = promotion_decision(pairs["candidate_correct"], pairs["candidate_energy"], pairs["serving_correct"],
                                  pairs["serving_energy"], margin, cfg.samples, cfg.confidence, cfg.seed)
+    from jouleroute.tracking import energy_label
+
+    sources = profile.loc[profile["query_id"].isin(set(test["query_id"])), "energy_source"].dropna().astype(str)
     return {**base, **verdict, "n_test": pairs["n_test"], "n_unlabelled": pairs["n_unlabelled"], "drift": shift,
+            "energy_source": energy_label(list(sources)),  # of the joules the figures compare (MLflow's tag)
             "candidate_picks": {k: int(v) for k, v in pairs["candidate_picks"].items()},
             "serving_picks": {k: int(v) for k, v in pairs["serving_picks"].items()}}
 

@@ -74,7 +74,7 @@ def log_run(uri: str | None, experiment: str, entry: dict, figure: Path | None, 
 
     params = {"margin": (entry.get("gate") or {}).get("margin"), "samples": entry["config"]["samples"],
               "confidence": entry["config"]["confidence"], "seed": entry["config"]["seed"]}
-    with stage_run(uri, experiment, "loop", tags, params) as run:
+    with stage_run(uri, experiment, "loop", tags, params, (entry.get("gate") or {}).get("energy_source")) as run:
         if run is None:
             return None
         run.set_tags({RUN_KIND: "loop", "decision": entry["decision"], "reason": entry["reason"][:5000],

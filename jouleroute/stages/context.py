@@ -13,7 +13,7 @@ from typing import Callable
 import yaml
 
 from jouleroute.atomic import atomic_write_text
-from jouleroute.config import Params, load_params
+from jouleroute.config import Params, ParamsError, load_params
 from jouleroute.paths import relative_to
 from jouleroute.provenance import git_sha, stable_hash
 from jouleroute.stages import StageFailed, table
@@ -172,6 +172,10 @@ def _as_copy(params: Params, params_path: Path, root: Path) -> tuple[Params, str
     main_file = root / "params.yaml"
     main = load_params(main_file).paths if main_file.is_file() else PathsConfig()
     name = namespace_of(params_path)
+    taken = [d for d in (root / "studies" / name, root / name) if (d / "dvc.yaml").is_file()]
+    if taken:  # artifacts/<name>/ and mlruns/<name>/ are that pipeline's: its MLflow store would get the copy's runs
+        raise ParamsError(f"{params_path.name}: a params copy writes under artifacts/{name}/ and mlruns/{name}/, the "
+                          f"namespace of the pipeline in {taken[0].relative_to(root)}/: rename the copy")
     paths, moved = namespaced(params.paths, main, name)
     if moved:
         logger.info("%s is a params copy: its outputs go under artifacts/%s/ and mlruns/%s/, never over what a "

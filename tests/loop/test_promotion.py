@@ -109,6 +109,8 @@ def test_better_is_promoted_and_served_worse_is_refused_and_both_are_mlflow_runs
     assert runs[1].data.metrics["promoted"] == 1 and runs[2].data.metrics["promoted"] == 0
     assert runs[2].data.metrics["accuracy_diff_ci.high"] < 0
     assert runs[2].data.tags["served_version"] == better["served"]
+    # the compared joules carry their source (the tiny profile's are estimated), as every stage's run does
+    assert runs[1].data.tags["energy_source"] == runs[2].data.tags["energy_source"] == "estimated"
     assert runs[2].data.tags["data.prompts.path"] == "loops/tiny/data/prompts.jsonl"
     assert {a.path for a in client.list_artifacts(runs[2].info.run_id)} == {"decision.json", "plots"}
     report = [json.loads(l) for l in ws.report_jsonl.read_text().splitlines()]

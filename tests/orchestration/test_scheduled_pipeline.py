@@ -70,6 +70,12 @@ def test_deploy_is_refused_up_front_without_a_server_or_with_a_bad_stage(repo, c
                      "--api-url", dead]) == 2
     assert "unknown stage(s) evalute" in capsys.readouterr().err
     assert not (repo / "artifacts" / "prefect").exists()  # nothing was started
+    copy = repo / "copy.yaml"  # a params copy drives no dvc.yaml: refused as `jouleroute repro` refuses it
+    copy.write_text((repo / "params.yaml").read_text())
+    assert flow_cli(["--root", str(repo), "--params", str(copy), "run", "--stages", "prepare"]) == 2
+    assert "copy.yaml is a params copy" in capsys.readouterr().err
+    assert flow_cli(["--root", str(repo), "stop", "--name", "typo"]) == 1  # nothing stopped: no success
+    copy.unlink()
 
 
 def test_deployment_has_its_schedule_timezone_and_limit(deployment):

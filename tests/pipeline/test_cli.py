@@ -190,3 +190,37 @@ def test_mixed_energy_sources_are_one_line(tiny_repo, tmp_path, monkeypatch, cap
     monkeypatch.chdir(tmp_path)
     assert main(["evaluate"]) == 1
     assert "refusing to compare energy across sources" in _one_error_line(capsys.readouterr().err, "evaluate")
+
+
+def test_a_key_given_twice_or_a_file_that_is_no_text_is_one_line_naming_it(tmp_path, capsys):
+    # PyYAML keeps the last of two `router:` sections silently, dropping the first's keys
+    twice = tmp_path / "twice.yaml"
+    twice.write_text((REPO / "params.yaml").read_text() + "router:\n  lam: 0.5\n")
+    assert main(["--params", str(twice), "check-params"]) == 1
+    err = capsys.readouterr().err
+    assert "'router' is given twice" in err and "line" in err and "Traceback" not in err
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"router: \xff\n")
+    assert main(["--params", str(binary), "check-params"]) == 1
+    assert "not UTF-8 text" in capsys.readouterr().err
+    assert main(["--params", str(tmp_path), "check-params"]) == 1  # a folder
+    assert "cannot be read as a params file" in capsys.readouterr().err
+
+
+def test_a_command_run_from_a_subdirectory_of_the_project_says_where_to_run_it(tmp_path, monkeypatch, capsys):
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    (tmp_path / "docs").mkdir()
+    monkeypatch.chdir(tmp_path / "docs")  # the paths in params files are the root's: from here they would all miss
+    assert main(["--params", "../params.yaml", "where"]) == 1
+    assert f"run it from the project root, {tmp_path.resolve()}" in capsys.readouterr().err
+
+
+def test_meter_reads_no_params_and_a_bad_counter_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("bad: [\n")  # a broken params.yaml beside it is none of its business
+    assert main(["meter", "--counter", "nosuch_module_x:factory"]) == 1
+    err = capsys.readouterr().err
+    assert "--counter nosuch_module_x:factory: ModuleNotFoundError" in err and "Traceback" not in err
+    assert main(["meter", "--counter-arg", "bad"]) == 2
+    assert "--counter-arg 'bad': write it as KEY=VALUE" in capsys.readouterr().err

@@ -98,3 +98,20 @@ def test_a_copy_of_a_pool_s_params_beside_its_dvc_yaml_cannot_write_the_pool_s_o
     with pytest.raises(StageFailed, match=r"other\.yaml: `validate` would write pools/mine/artifacts/validate, an output "
                                           r"of pools/mine/dvc\.yaml \(stage validate\)"):
         copy.check_outputs("validate")
+
+
+def test_a_copy_named_as_a_pipeline_would_share_its_store_and_is_refused(tmp_path):
+    """`replay.yaml`, a copy of params.yaml, would write under artifacts/replay/ and log into mlruns/replay/, the
+    replay study's MLflow store: its runs would mix with the study's. Refused in one line; another name is fine."""
+    from jouleroute.config import ParamsError
+    from jouleroute.stages.context import StageContext
+
+    for name in ("params.yaml", "dvc.yaml", "studies/replay/params.yaml", "studies/replay/dvc.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, tmp_path / name)
+    shutil.copy2(REPO / "params.yaml", tmp_path / "replay.yaml")
+    with pytest.raises(ParamsError, match=r"replay\.yaml: a params copy writes under artifacts/replay/ and "
+                                          r"mlruns/replay/, the namespace of the pipeline in studies/replay/"):
+        StageContext.load(tmp_path / "replay.yaml", root=tmp_path)
+    shutil.copy2(REPO / "params.yaml", tmp_path / "mine.yaml")
+    assert StageContext.load(tmp_path / "mine.yaml", root=tmp_path).params.paths.mlflow_db.startswith("mlruns/mine/")

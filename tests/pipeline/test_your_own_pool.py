@@ -81,3 +81,16 @@ def test_the_recipe_from_an_outcome_table_to_its_own_pipeline(tmp_path, tiny_mod
     assert not (root / "artifacts/prepare").exists()  # nothing of the main pipeline's was written
     where = run([str(BIN / "jouleroute"), "--params", "pools/mine/params.yaml", "where"], root).stdout
     assert "pools/mine/artifacts/evaluate/report.md" in where and "a params copy" not in where, where
+
+
+def test_an_init_folder_outside_the_repository_is_refused_and_an_absolute_one_inside_is_made_relative(tmp_path):
+    from jouleroute.commands.pool_init import pipeline_folder
+    from jouleroute.stages import StageFailed
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    assert pipeline_folder(root, str(root / "pools" / "mine")) == "pools/mine"
+    assert pipeline_folder(root, "pools/mine/") == "pools/mine"
+    for outside in (str(tmp_path / "elsewhere"), "../elsewhere"):  # it was written under the repo as tmp/.../elsewhere
+        with pytest.raises(StageFailed, match="a pipeline lives inside the repository"):
+            pipeline_folder(root, outside)
