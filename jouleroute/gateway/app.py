@@ -3,9 +3,9 @@
 Each completion request passes, in order: API key (401), per-key rate limit (429 +
 Retry-After), admission (503 + Retry-After when ``max_pending`` requests are inside),
 body size (413), body checks (400), prompt size (400), model (404), energy weight (400),
-routing, then the upstream (502/504 naming it, or its own 4xx; an answer with no text is a
-502 too, never a 200). Every request leaves one
-JSON line in the access log (``jouleroute.gateway.access``) without prompt text, unless
+routing, then the upstream (502/504 naming it, or its 400/413/422 about the request; an answer
+with no text, an unreadable reply or the upstream's own 401/403/429 is a 502 too, never a 200).
+Every request leaves one JSON line in the access log (``jouleroute.gateway.access``) without prompt text, unless
 ``log_prompts`` is on, and is counted in ``/metrics``.
 """
 
@@ -104,6 +104,7 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
         if visit.finished:  # a stream is finished by its generator or, if that never ran, after the response
             return
         visit.finished = True
+        live.release(visit.gw)
         gw, r, p, a = visit.gw, visit.receipt, visit.parsed, visit.answer
         candidate = r.candidate if r else "none"
         gw.metrics.requests.labels(visit.route, candidate, str(visit.status)).inc()
@@ -141,6 +142,7 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
 
     async def complete(http: Request, kind: Kind):
         visit = visit_of(http)
+        visit.gw = live.hold()  # counted on its gateway until ``finish``: a reload lets a gateway go only when idle
         gw = visit.gw
         streaming = False
         try:
@@ -182,16 +184,18 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
                 finish(visit)
 
     async def relay(visit: Visit, stream: Stream):
-        """Pass the upstream's chunks on; the energy goes on the last chunk, once the token counts are in."""
+        """Pass the upstream's chunks on; the energy goes on the last chunk, once the token counts are in. Finish
+        chunks are held to the end (one per choice when ``n`` > 1), so the last of them can carry it."""
         gw, parsed, receipt = visit.gw, visit.parsed, visit.receipt
-        held, usage_chunk = None, None
+        finishes: list[dict] = []
+        usage_chunk = None
         try:
             async for chunk in stream.chunks:
                 chunk["model"] = receipt.candidate
                 if chunk.get("usage") and not chunk.get("choices"):
                     usage_chunk = chunk
                 elif any(c.get("finish_reason") for c in chunk.get("choices") or []):
-                    held = chunk
+                    finishes.append(chunk)
                 else:
                     yield sse(chunk)
                 visit.text += [c.get("text") or (c.get("delta") or {}).get("content") or ""
@@ -201,6 +205,9 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
             usage = {"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
                      "total_tokens": answer.prompt_tokens + answer.completion_tokens,
                      "jouleroute": receipt.usage()}
+            held = finishes[-1] if finishes else None
+            for chunk in finishes[:-1]:
+                yield sse(chunk)
             if held is not None and not parsed.include_usage:
                 held["usage"] = usage  # no usage chunk was asked for: the energy rides on the last chunk
                 yield sse(held)
@@ -312,7 +319,9 @@ def answer_text(visit: "Visit") -> str | None:
 ERRORS = {"400": "malformed JSON, a missing or wrong field, a prompt or max_tokens over the limits, an energy weight "
                  "outside the trained range", "401": "missing or invalid API key",
           "404": "a model not served here", "413": "the body exceeds limits.max_body_bytes",
-          "429": "the key's rate limit (Retry-After)", "502": "the upstream failed or answered with no text (naming it)",
+          "429": "the key's rate limit (Retry-After)",
+          "502": "the upstream failed, refused the gateway (its 401/403/429), or answered unreadably or with no text "
+                 "(naming it)",
           "503": "the gateway is full (limits.max_pending; Retry-After)", "504": "the upstream timed out (naming it)"}
 
 

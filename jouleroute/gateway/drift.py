@@ -12,6 +12,7 @@ source) where the task is known.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -54,6 +55,9 @@ class DriftMonitor:
         self.recent: deque[bool] = deque(maxlen=cfg.window)
         self.recent_tasks: deque[str] = deque(maxlen=cfg.window)
         self.skipped = 0
+        # the thread appends while /metrics reads: each side holds this, and a reader copies before it iterates
+        self._recent_lock = threading.Lock()
+        self._stopped = False
         self._queue: queue.Queue = queue.Queue(maxsize=cfg.queue_size)
         self._thread = threading.Thread(target=self._run, name="jouleroute-drift", daemon=True)
         self._thread.start()
@@ -68,23 +72,43 @@ class DriftMonitor:
             self.skipped += 1
 
     def share(self) -> float:
-        return float(np.mean(self.recent)) if self.recent else 0.0
+        with self._recent_lock:
+            recent = list(self.recent)
+        return float(np.mean(recent)) if recent else 0.0
 
     def task_mix(self) -> dict[str, float]:
-        known = [t for t in self.recent_tasks if t]
+        with self._recent_lock:
+            known = [t for t in self.recent_tasks if t]
         return {t: n / len(known) for t, n in Counter(known).items()} if known else {}
 
     def _run(self) -> None:
         while True:
-            text, task = self._queue.get()
+            item = self._queue.get()
+            if item is None:  # ``stop``
+                return
+            text, task = item
             try:
                 distance = float(nearest_distances(np.asarray(self.embed([text]), dtype=np.float32), self.train)[0])
             except Exception:  # an embedder failure must not stop the thread; the request is skipped
                 logger.exception("drift: could not embed a request")
                 self.skipped += 1
                 continue
-            self.recent.append(distance > self.threshold)
-            self.recent_tasks.append(task or "")
+            with self._recent_lock:
+                self.recent.append(distance > self.threshold)
+                self.recent_tasks.append(task or "")
+
+    def stop(self) -> None:
+        """End the thread once the queue ahead of it is drained (a retired gateway's monitor, gateway/reload.py)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        while True:  # a full queue: drop what waits, the gateway that asked is gone
+            try:
+                self._queue.put_nowait(None)
+                return
+            except queue.Full:
+                with contextlib.suppress(queue.Empty):
+                    self._queue.get_nowait()
 
     def wait_idle(self, timeout_s: float = 10.0) -> None:
         """Until the queue is drained (tests and benchmarks read the gauge after it)."""

@@ -8,6 +8,10 @@ it, so requests in flight finish on the policy they started with, and every resp
 found by the file watch (``gateway.reload_poll_s`` > 0: the deployed record's content is checked that often, so
 an atomic swap of the champion folder, as the loop's promotion does, is picked up). A rebuild that fails keeps the
 serving policy and logs why. Counters in ``/metrics`` restart with the new gateway, as at a restart.
+
+A swapped-out gateway is retired: kept while requests that started on it are in flight (``hold`` / ``release``, by
+the app), then let go, its own routing worker and drift thread stopped (``Gateway.retire``), so reloads never pile up
+old gateways.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ class LiveGateway:
         self.current = gateway
         self.rebuild, self.watch, self.poll_s = rebuild, watch, poll_s
         self.reloads: list[dict] = []  # each reload's outcome: from, to, error
-        self._retired: list = []
+        self._retired: list = []  # swapped out, with requests still in flight on them
         self._lock = asyncio.Lock()
         self._seen = self._fingerprint()
         self._task: asyncio.Task | None = None
@@ -61,11 +65,29 @@ class LiveGateway:
                 self.current = new
                 self.swapped_at = time.monotonic()  # a request that arrives later is answered by ``new``
                 self._retired.append(old)
+                self._let_go_if_idle(old)
                 logger.info("reload (%s): serving %s (was %s)", why, new.version, old.version)
                 outcome = {"why": why, "from": old.version, "to": new.version, "error": None}
             self._seen = self._fingerprint()
             self.reloads.append(outcome)
             return outcome
+
+    def hold(self):
+        """The gateway a request starts on (the current one), counted until ``release``."""
+        gateway = self.current
+        gateway.in_flight += 1
+        return gateway
+
+    def release(self, gateway) -> None:
+        """A request held on ``gateway`` finished; a retired gateway is let go with its last request."""
+        gateway.in_flight -= 1
+        self._let_go_if_idle(gateway)
+
+    def _let_go_if_idle(self, gateway) -> None:
+        if gateway.in_flight <= 0 and any(g is gateway for g in self._retired):
+            self._retired = [g for g in self._retired if g is not gateway]
+            gateway.retire()
+            logger.info("reload: retired %s (its requests are done)", gateway.version)
 
     async def _watch(self) -> None:
         while True:

@@ -4,6 +4,12 @@ The client is aiohttp: under load the gateway's own CPU per request is what it a
 answer's latency, and aiohttp spends a fraction of what httpx does per call. Idle connections
 are dropped after 2 s, before a server's usual 5 s keep-alive ends, so the gateway never sends
 a request down a connection the server is closing.
+
+A reply the gateway cannot read (a body that is not a JSON object, token counts that are not numbers, a stream
+line that is not a JSON object) is the upstream's failure, as a dead upstream is: a 502 naming it and what was
+wrong, before the first byte (so another candidate may answer), or the stream's error event after it. So is an
+upstream's 4xx other than one about the request's content (``CLIENT_FAULT``): its own 401/403 (the gateway's key),
+404 (a model it does not serve) or 429 (its rate limit) are the gateway's problem, never the client's.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class RemoteUpstream(Upstream):
         self.timeout = aiohttp.ClientTimeout(total=timeout_s, connect=connect_timeout_s)
         self.concurrency = concurrency
         self.session: aiohttp.ClientSession | None = None
+        self.probe_session: aiohttp.ClientSession | None = None  # /readyz's own: a busy pool is not a dead upstream
 
     def _session(self) -> aiohttp.ClientSession:
         # created on first use: a session belongs to the event loop that serves the gateway
@@ -66,10 +73,8 @@ class RemoteUpstream(Upstream):
         what = "failed mid-stream" if mid_stream else "unreachable"
         return UpstreamError(self.where, 502, f"{what} ({type(error).__name__}: {error})")
 
-    def _answer(self, body: dict | None, usage: dict | None) -> Answer:
-        if not usage or "prompt_tokens" not in usage or "completion_tokens" not in usage:
-            raise UpstreamError(self.where, 502, "answered without `usage` token counts")
-        prompt, completion = int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+    def _answer(self, body: dict | None, usage) -> Answer:
+        prompt, completion = token_counts(usage, self.where)
         energy, source = self.expected.estimate(self.candidate_id, prompt, completion)
         if self.tracker is not None:
             measured = self.tracker.finish(self.candidate_id, prompt, completion, energy)
@@ -104,8 +109,9 @@ class RemoteUpstream(Upstream):
         self._begin()
         with self._abandoned_on_failure():
             async with self._session().post(url, json=body) as response:
-                status, text = response.status, await response.text()
+                status, text = response.status, await response.text(errors="replace")
             data = checked_json(status, text, self.where)
+            checked_choices(data, self.where, "answered with")
             return self._answer(data, data.get("usage"))
 
     async def stream(self, request: ParsedRequest) -> Stream:
@@ -114,7 +120,7 @@ class RemoteUpstream(Upstream):
         with self._abandoned_on_failure():
             response = await self._session().post(url, json=body)
             if response.status >= 400:
-                status, text = response.status, await response.text()
+                status, text = response.status, await response.text(errors="replace")
                 response.release()
                 checked_json(status, text, self.where)
         stream = Stream()
@@ -125,15 +131,13 @@ class RemoteUpstream(Upstream):
         usage, finished = None, False
         try:
             async for raw in response.content:  # one SSE line at a time
-                line = raw.decode().strip()
+                line = raw.decode(errors="replace").strip()
                 if not line.startswith("data:"):
                     continue
                 payload = line[5:].strip()
                 if payload == "[DONE]":
                     break
-                chunk = json.loads(payload)
-                if "error" in chunk:
-                    raise UpstreamError(self.where, 502, f"failed mid-stream: {chunk['error']}")
+                chunk = stream_chunk(payload, self.where)
                 usage = chunk.get("usage") or usage
                 yield chunk
             finished = True
@@ -150,27 +154,77 @@ class RemoteUpstream(Upstream):
             raise
 
     async def problem(self) -> str | None:
+        # its own small pool: the answers' pool may be full (``concurrency`` requests in flight) on a busy gateway
+        if self.probe_session is None or self.probe_session.closed:
+            self.probe_session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=2, keepalive_timeout=2.0),
+                                                       timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S),
+                                                       headers=self.headers)
         try:
-            async with self._session().get(self.base_url + "/models",
-                                           timeout=aiohttp.ClientTimeout(total=2.0)) as response:
+            async with self.probe_session.get(self.base_url + "/models") as response:
                 status = response.status
         except (aiohttp.ClientError, asyncio.TimeoutError) as error:
             return f"{self.where} unreachable: {type(error).__name__}"
         return None if status < 400 else f"{self.where} answered {status} on /models"
 
     async def aclose(self) -> None:
-        if self.session is not None:
-            await self.session.close()
+        for session in (self.session, self.probe_session):
+            if session is not None:
+                await session.close()
         if self.measured is not None:
             await self.measured.aclose()
 
 
+PROBE_TIMEOUT_S = 2.0
+# An upstream's 4xx that is about the request itself (its content, its size): the client's, passed on. Any other
+# (401/403: the gateway's upstream key, 404: a model it does not serve, 429: its rate limit) is the upstream's 502.
+CLIENT_FAULT = (400, 413, 422)
+
+
 def checked_json(status: int, text: str, where: str) -> dict:
-    if status >= 500:
-        raise UpstreamError(where, 502, f"answered {status}: {text[:300]}")
-    if status >= 400:  # the request's fault: pass the status and message on
+    """The upstream's JSON object, or the ``UpstreamError`` its status or body calls for."""
+    if status in CLIENT_FAULT:  # the request's fault: pass the status and message on
         raise UpstreamError(where, status, f"rejected the request: {text[:300]}")
+    if status >= 400:
+        raise UpstreamError(where, 502, f"answered {status}: {text[:300]}")
     try:
-        return json.loads(text)
-    except ValueError:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
         raise UpstreamError(where, 502, "answered with a body that is not JSON") from None
+    if not isinstance(data, dict):
+        raise UpstreamError(where, 502, f"answered with a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def stream_chunk(payload: str, where: str) -> dict:
+    """One ``data:`` line of the upstream's stream as a chunk; an error event or a line that is not a chunk raises."""
+    try:
+        chunk = json.loads(payload)
+    except (ValueError, RecursionError):
+        raise UpstreamError(where, 502, f"failed mid-stream: a stream line that is not JSON: {payload[:100]!r}"
+                            ) from None
+    if not isinstance(chunk, dict):
+        raise UpstreamError(where, 502, f"failed mid-stream: a stream line that is a JSON {type(chunk).__name__}, "
+                                        "not an object")
+    if "error" in chunk:
+        raise UpstreamError(where, 502, f"failed mid-stream: {chunk['error']}")
+    return checked_choices(chunk, where, "failed mid-stream:")
+
+
+def checked_choices(data: dict, where: str, said: str) -> dict:
+    """``data`` when its ``choices`` (if any) is a list of objects: what the gateway reads an answer's text from."""
+    choices = data.get("choices")
+    if choices is not None and not (isinstance(choices, list) and all(isinstance(c, dict) for c in choices)):
+        raise UpstreamError(where, 502, f"{said} a `choices` that is not a list of objects")
+    return data
+
+
+def token_counts(usage, where: str) -> tuple[int, int]:
+    """``usage``'s prompt and completion token counts, each a whole number ≥ 0, else the upstream's 502."""
+    counts = [usage.get(k) if isinstance(usage, dict) else None for k in ("prompt_tokens", "completion_tokens")]
+    if not isinstance(usage, dict) or not all(whole(n) for n in counts):
+        raise UpstreamError(where, 502, f"answered without `usage` token counts (usage: {str(usage)[:100]})")
+    return int(counts[0]), int(counts[1])
+
+
+def whole(n) -> bool:
+    return (isinstance(n, int) and not isinstance(n, bool) or isinstance(n, float) and n.is_integer()) and n >= 0

@@ -50,6 +50,7 @@ class Gateway:
         self.capture = None  # gateway/capture.Capture when gateway.capture.folder is set (gateway/build.py)
         self.version = "unversioned"  # the served policy's version, on every response (X-Jouleroute-Policy-Version)
         self.drift = None  # gateway/drift.DriftMonitor when gateway.drift.enabled (gateway/build.py)
+        self.in_flight = 0  # completion requests begun on this gateway and not finished (gateway/reload.py)
 
     @property
     def policy(self) -> str | None:
@@ -176,7 +177,17 @@ class Gateway:
         found = await asyncio.gather(*(u.problem() for u in self.upstreams.values()))
         return [p for p in found if p]
 
+    def retire(self) -> None:
+        """Stop what is this gateway's own (the routing worker, the drift thread), once a reload has swapped it out
+        and its requests are done; the upstreams, keys and capture go on with the gateway that replaced it."""
+        if self.batcher is not None and self.batcher.worker is not None:
+            self.batcher.worker.cancel()
+        if self.drift is not None:
+            self.drift.stop()
+
     async def aclose(self) -> None:
+        if self.drift is not None:
+            self.drift.stop()
         await asyncio.gather(*(u.aclose() for u in self.upstreams.values()))
         if self.capture is not None:  # what is queued is written before the process ends
             await asyncio.to_thread(self.capture.close)

@@ -21,7 +21,8 @@ from jouleroute.pool import CandidateSpec
 
 
 class UpstreamError(Exception):
-    """``status``: what the gateway answers (502 failed, 504 timed out, or the upstream's own 4xx)."""
+    """``status``: what the gateway answers (502 failed, 504 timed out, or the upstream's 400/413/422 about the
+    request itself, gateway/remote.py ``CLIENT_FAULT``)."""
 
     code = "upstream_failed"  # the OpenAI error code the gateway answers with
 
@@ -30,7 +31,7 @@ class UpstreamError(Exception):
         self.upstream, self.status = upstream, status
 
     @property
-    def retryable(self) -> bool:  # the upstream is at fault, so another candidate may answer
+    def retryable(self) -> bool:  # the upstream is at fault (its 401/403/429 too), so another candidate may answer
         return self.status in (502, 504)
 
 

@@ -39,3 +39,42 @@ def test_a_full_queue_skips_and_counts_without_blocking():
     for i in range(500):
         monitor.observe(_fruit(i), "fruit")
     assert monitor.skipped > 0
+
+
+def test_metrics_read_while_the_drift_thread_appends_never_fail():
+    """/metrics reads the recent window while the drift thread appends to it (a deque mutated during iteration
+    raised RuntimeError before the window was read under a lock)."""
+    import sys
+    import threading
+    import time
+
+    monitor = DriftMonitor(HashingEmbedder(), [_fruit(i) for i in range(20)], ["fruit"] * 20,
+                           DriftConfig(window=500, queue_size=100_000))
+    registry = CollectorRegistry()
+    monitor.register(registry)
+    done = threading.Event()
+
+    def feed() -> None:
+        while not done.is_set():
+            monitor.observe("x", "fruit")
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows within a second
+    errors: list[Exception] = []
+    try:
+        feeder.start()
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            try:
+                generate_latest(registry)
+            except RuntimeError as error:
+                errors.append(error)
+    finally:
+        sys.setswitchinterval(switch)
+        done.set()
+        feeder.join(5)
+        monitor.stop()
+    assert not errors, errors[:3]
+    monitor._thread.join(5)
+    assert not monitor._thread.is_alive()  # stop() ends the thread

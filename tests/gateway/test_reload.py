@@ -85,3 +85,52 @@ def test_a_rebuild_that_fails_keeps_serving_the_old_policy(knn_router, upstream_
     live = LiveGateway(old, rebuild=broken)
     outcome = asyncio.run(live.reload("SIGHUP"))
     assert live.current is old and outcome["to"] is None and "names no policy kind" in outcome["error"]
+
+
+def test_a_retired_gateway_is_let_go_once_its_requests_are_done(knn_router, upstream_urls, expected_energy):
+    """A reload keeps the swapped-out gateway while a request started on it is in flight (that request still gets
+    its 200 from it), then lets it go: its routing worker and drift thread stop, and reloads pile up nothing."""
+    from jouleroute.gateway.drift import DriftConfig, DriftMonitor
+    from jouleroute.routing.baselines.embeddings import HashingEmbedder
+    from tests.gateway.raw_upstream import raw_upstream
+
+    slow = LiveServer(raw_upstream())
+    slow_url = slow.start() + "/slow/v1"
+    upstreams = {"small": RemoteUpstream("small", upstream_urls["small"], "tiny-small", expected_energy),
+                 "large": RemoteUpstream("large", slow_url, "tiny-large", expected_energy)}
+    old = _gateway(knn_router, None, expected_energy, "route:old", upstreams)
+    old.drift = DriftMonitor(HashingEmbedder(), ["what is 1 plus 2", "name a red fruit"], ["a", "b"], DriftConfig())
+    live = LiveGateway(old, rebuild=lambda running: _gateway(knn_router, None, expected_energy, "route:new",
+                                                              running.upstreams))
+    server = LiveServer(create_app(live))
+    url = server.start()
+    answers: list[httpx.Response] = []
+
+    def ask(model: str, weight: str = "2") -> httpx.Response:
+        return httpx.post(url + "/v1/completions", headers=AUTH | {"X-Energy-Weight": weight}, timeout=30,
+                          json={"model": model, "prompt": "what is 3 plus 4", "max_tokens": 2})
+
+    try:
+        assert ask("jouleroute-auto").status_code == 200  # the old gateway's routing worker runs
+        worker = old.batcher.worker
+        in_flight = threading.Thread(target=lambda: answers.append(ask("large")))  # answered after 3 s
+        in_flight.start()
+        deadline = time.monotonic() + 10
+        while old.in_flight == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        asyncio.run_coroutine_threadsafe(live.reload("SIGHUP"), live.loop).result(30)
+        assert live._retired == [old] and not worker.done()  # a request still runs on it
+        in_flight.join(30)
+        while live._retired and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert live._retired == [] and worker.done()
+        old.drift._thread.join(5)
+        assert not old.drift._thread.is_alive()
+        new = live.current
+        asyncio.run_coroutine_threadsafe(live.reload("SIGHUP"), live.loop).result(30)  # nothing in flight
+        assert live._retired == [] and live.current is not new
+        assert ask("jouleroute-auto").status_code == 200
+    finally:
+        server.stop()
+        slow.stop()
+    assert [(r.status_code, r.headers["x-jouleroute-policy-version"]) for r in answers] == [(200, "route:old")]
