@@ -46,6 +46,9 @@ GATEWAY_CASES = [
     Request("`max_tokens` over the gateway's limit", body=GOOD | {"max_tokens": 100_000}),
     Request("`max_tokens` over the limit beside a `max_completion_tokens` within it (both are checked; the larger "
             "counts)", body=GOOD | {"max_completion_tokens": 4, "max_tokens": 100_000}),
+    Request("`n` choices whose `max_tokens` add up over the gateway's limit", body=GOOD | {"n": 50, "max_tokens": 1000}),
+    Request("`stop` neither a string nor a list of strings", body=GOOD | {"stop": 5}),
+    Request("`temperature` outside 0 to 2", body=GOOD | {"temperature": 7}),
     Request("`stream` not a boolean", body=GOOD | {"stream": "yes"}),
     Request("`stream_options` not an object", body=GOOD | {"stream_options": True}),
     Request("`task` not a string", body=GOOD | {"task": 3}),

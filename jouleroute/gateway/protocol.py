@@ -43,6 +43,7 @@ class ParsedRequest:
     task: str
     weight: float | None  # from the body (extra_body)
     max_tokens_asked: int | None = None  # the larger of max_tokens and max_completion_tokens: what the limit checks
+    choices: int = 1  # n: the limit counts every choice's output tokens
 
 
 def _text(content) -> str:
@@ -108,10 +109,32 @@ def parse_request(raw: bytes, kind: Kind) -> ParsedRequest:
     if options is not None and not isinstance(options, dict):
         raise GatewayError(400, f"'stream_options' must be an object such as {{\"include_usage\": true}}, got {options!r}")
     include_usage = bool((options or {}).get("include_usage"))
+    choices = _sampling_checked(body)
     _drop_empty_stops(body)
     upstream = {k: v for k, v in body.items() if k not in GATEWAY_FIELDS}
     return ParsedRequest(kind, upstream, model, stream, include_usage, max_tokens, route_text, all_text, task, weight,
-                         max(asked.values(), default=None))
+                         max(asked.values(), default=None), choices)
+
+
+def _sampling_checked(body: dict) -> int:
+    """``stop``, ``temperature`` and ``n`` as OpenAI takes them (a wrong type was an upstream's 502, or a silent
+    stop on a dict's key); the number of choices asked, whose output tokens the limit counts together."""
+    stop = body.get("stop")
+    if stop is not None and not (isinstance(stop, str) or isinstance(stop, list)
+                                 and all(isinstance(s, str) for s in stop)):
+        raise GatewayError(400, f"'stop' must be a string or a list of strings, got {stop!r}")
+    temperature = body.get("temperature")
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+                                    or not 0 <= temperature <= 2):
+        raise GatewayError(400, f"'temperature' must be a number from 0 to 2, got {temperature!r}")
+    n = body.get("n", 1)
+    if isinstance(n, float) and n.is_integer():
+        n = body["n"] = int(n)
+    if n is None:
+        return 1
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise GatewayError(400, f"'n' must be a positive integer, got {n!r}")
+    return n
 
 
 def _drop_empty_stops(body: dict) -> None:
@@ -170,6 +193,7 @@ def request_schema(kind: Kind, models: list[str], weight_range: tuple[float, flo
         "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
         "stop": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "n": {"type": "integer", "minimum": 1, "description": "choices; the output limit counts them all"},
         "energy_weight": weight | {"description": "the energy weight λ (or the X-Energy-Weight header)"},
         "task": {"type": "string", "description": "a task the router was trained on"}
         | ({"enum": ["", *tasks]} if tasks else {}),

@@ -71,10 +71,12 @@ class Gateway:
             raise GatewayError(400, f"the prompt is {n} {how}; this gateway accepts at most {limit} "
                                     "(gateway.limits.max_prompt_tokens)", code="prompt_too_long")
         asked = request.max_tokens_asked if request.max_tokens_asked is not None else request.max_tokens
-        if asked is not None and asked > self.cfg.limits.max_output_tokens:
+        if asked is not None and asked * request.choices > self.cfg.limits.max_output_tokens:
             field = next((k for k in ("max_completion_tokens", "max_tokens") if request.body.get(k) == asked),
                          "max_tokens")  # the one the client sent that is over the limit
-            raise GatewayError(400, f"{field}={asked} exceeds this gateway's limit of "
+            what = f"{field}={asked}" if request.choices == 1 else \
+                f"n={request.choices} choices of {field}={asked} ({asked * request.choices} output tokens)"
+            raise GatewayError(400, f"{what} exceeds this gateway's limit of "
                                     f"{self.cfg.limits.max_output_tokens} (gateway.limits.max_output_tokens)")
 
     async def route(self, request: ParsedRequest, header_weight: float | None) -> tuple[list[str], Receipt]:
