@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from jouleroute.gateway.auth import bearer_key
@@ -56,6 +57,9 @@ class Visit:
     gw: Gateway | None = None  # the gateway this request started on: it finishes there, whatever a reload swaps
 
 
+ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/feedback")
+
+
 def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
     """The app over ``gateway``, or over a ``LiveGateway`` that a reload swaps (gateway/reload.py): each request
     takes the gateway current when it arrives and finishes on it."""
@@ -71,6 +75,13 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
         return Visit(uuid.uuid4().hex[:16], http.url.path, http.client.host if http.client else "-", gw=live.current)
 
     app = FastAPI(title="jouleroute gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def unrouted(http: Request, exc: StarletteHTTPException) -> JSONResponse:  # 404, 405: OpenAI's shape too
+        error = GatewayError(exc.status_code, f"{http.method} {http.url.path}: {exc.detail}; the gateway answers "
+                             f"POST {', '.join(ROUTES)} and GET /v1/models, /healthz, /readyz, /metrics, /openapi.json",
+                             code="not_found" if exc.status_code == 404 else "method_not_allowed")
+        return JSONResponse(error.body(), status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     def authorize(http: Request, visit: Visit) -> None:
         gw = visit.gw
@@ -244,6 +255,11 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
         gw = visit.gw
         try:
             authorize(http, visit)
+            refusal = gw.limiter.take(visit.key_id)  # the same per-key limits as the answers: feedback is written
+            if refusal is not None:
+                gw.metrics.rate_limited.labels(refusal.limit).inc()
+                raise GatewayError(429, refusal.message, "rate_limit_error", "rate_limited",
+                                   {"Retry-After": retry_after(refusal.wait_s)})
             try:
                 body = json.loads(await read_body(http, visit))
             except (ValueError, UnicodeDecodeError, RecursionError):
@@ -258,7 +274,11 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
                 why = "" if gw.capture is not None else " (gateway.capture is off: this gateway keeps no request ids)"
                 raise GatewayError(404, f"unknown request_id {request_id!r}: no captured request has it{why}",
                                    code="unknown_request_id")
-            gw.capture.feedback({"request_id": request_id, "candidate": body.get("candidate") or candidate,
+            named = body.get("candidate")  # another candidate's answer to the same query may be scored (a shadow)
+            if named is not None and named not in gw.upstreams:
+                raise GatewayError(422, f"candidate: {named!r} is not served here (GET /v1/models)",
+                                   code="invalid_value")
+            gw.capture.feedback({"request_id": request_id, "candidate": named or candidate,
                                  "score": float(score), "key_id": visit.key_id, "created": round(time.time(), 6)})
             visit.status = 202
             return JSONResponse({"request_id": request_id, "accepted": True}, status_code=202,

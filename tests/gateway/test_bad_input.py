@@ -76,3 +76,23 @@ def test_a_burst_of_100_from_one_key_passes_the_default_limits(make_gateway, ups
 
     statuses = [r.status_code for r in asyncio.run(burst())]
     assert statuses.count(200) == 100, {s: statuses.count(s) for s in set(statuses)}
+
+
+def test_an_unknown_path_or_method_is_answered_in_openai_s_error_shape(gateway_url):
+    import httpx
+
+    missing = httpx.post(gateway_url + "/v1/embeddings", json={"model": "small", "input": "hi"}, timeout=10)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"  # was {"detail": ...}
+    assert "POST /v1/embeddings: Not Found; the gateway answers POST /v1/chat/completions" in \
+        missing.json()["error"]["message"]
+    wrong = httpx.get(gateway_url + "/v1/completions", timeout=10)
+    assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
+    assert "POST" in wrong.headers["allow"]
+
+
+def test_feedback_is_held_to_the_same_per_key_limits(make_gateway, upstream_urls):
+    # every accepted score is written to disk: without a limit one key could fill it
+    url, _ = make_gateway(upstream_urls, limits={"rate_per_minute": 10, "burst": 2})
+    statuses = [httpx.post(url + "/v1/feedback", headers=AUTH, json={"request_id": "x", "score": 1}, timeout=10)
+                .status_code for _ in range(3)]
+    assert statuses == [404, 404, 429]  # no capture here: an unknown id twice, then the burst limit

@@ -57,6 +57,9 @@ def test_served_requests_round_trip_into_a_query_table_and_feedback_lands_beside
     assert bad.status_code == 422 and "[0, 1]" in bad.json()["error"]["message"]
     anonymous = httpx.post(url + "/v1/feedback", json={"request_id": rid, "score": 1}, timeout=10)
     assert anonymous.status_code == 401  # authenticated like every route
+    stranger = httpx.post(url + "/v1/feedback", headers=AUTH, json={"request_id": rid, "score": 1, "candidate": "gpt-9"},
+                          timeout=10)  # it was written to the feedback file, a label for a model the pool lacks
+    assert stranger.status_code == 422 and "'gpt-9' is not served here" in stranger.json()["error"]["message"]
     _settle(capture, FEEDBACK, 1)
     scored = read_capture(tmp_path, FEEDBACK).records
     assert len(scored) == 1 and scored[0]["request_id"] == rid and scored[0]["score"] == 1.0
