@@ -111,7 +111,7 @@ def test_experiment_compare_and_go_back_never_delete_an_output(scratch):  # noqa
     overhead = lm_overhead(root)
     params = (root / "params.yaml").read_text()
     typo = exp(root, "run", "-S", "router.lamb=2.0", check=False)
-    assert typo.returncode == 1 and "router.lamb: unknown key (did you mean 'lam'?)" in typo.stdout, typo.stdout
+    assert typo.returncode == 1 and "router.lamb: unknown key (did you mean 'lam'?)" in typo.stderr, typo.stderr
     assert (root / "params.yaml").read_text() == params  # refused before DVC rewrote it
     done = exp(root, "run", "-S", "+router.target.energy_share=0.5", "-n", "half")  # the README's experiment
     # only what reads the target (README, generated from dvc.yaml): training and the budget curve route at every
