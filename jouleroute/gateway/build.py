@@ -110,7 +110,7 @@ def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None, reuse
     attach_measured(gateway)
     gateway.version = policy_version(p, cfg, root, record)
     if cfg.drift.enabled:  # built anew with the policy: a promotion may bring other training queries
-        gateway.drift = drift_monitor(p, cfg, root, gateway.metrics.registry)
+        gateway.drift = drift_monitor(p, cfg, root, gateway.metrics.registry, gateway.lock)
     if reuse is not None and reuse.capture is not None:  # the same capture goes on, its gauges on the new /metrics
         gateway.capture = reuse.capture
         reuse.capture.register_gauges(gateway.metrics.registry)
@@ -123,7 +123,7 @@ def build_gateway(p: Params, root: Path, cfg: GatewayConfig | None = None, reuse
     return gateway
 
 
-def drift_monitor(p: Params, cfg: GatewayConfig, root: Path, registry):
+def drift_monitor(p: Params, cfg: GatewayConfig, root: Path, registry, compute_lock=None):
     """The drift monitor over the training queries' prompts, embedded as the routers embed them (gateway/drift.py)."""
     import pandas as pd
 
@@ -135,7 +135,8 @@ def drift_monitor(p: Params, cfg: GatewayConfig, root: Path, registry):
     embedding = p.baselines.embedding
     if embedding.cache_dir is not None and not Path(embedding.cache_dir).is_absolute():
         embedding = embedding.model_copy(update={"cache_dir": str(root / embedding.cache_dir)})
-    return DriftMonitor(build_embedder(embedding), list(train["question"]), list(train["task"]), cfg.drift, registry)
+    return DriftMonitor(build_embedder(embedding), list(train["question"]), list(train["task"]), cfg.drift, registry,
+                        compute_lock)
 
 
 def policy_version(p: Params, cfg: GatewayConfig, root: Path, record: dict | None) -> str:

@@ -44,7 +44,11 @@ def nearest_distances(vectors: np.ndarray, reference: np.ndarray, exclude_self: 
 
 
 class DriftMonitor:
-    def __init__(self, embed, train_texts: list[str], train_tasks: list[str], cfg: DriftConfig, registry=None):
+    def __init__(self, embed, train_texts: list[str], train_tasks: list[str], cfg: DriftConfig, registry=None,
+                 compute_lock: threading.Lock | None = None):
+        """``compute_lock``: the gateway's, shared with in-process generation: each request's embedding takes its
+        turn on it, so its CPU time never lands in an in-process answer's metered window (``estimated`` joules are
+        the process's CPU time)."""
         if len(train_texts) < 2:
             raise ValueError("drift needs at least two training queries to measure their spread")
         self.embed, self.cfg = embed, cfg
@@ -58,6 +62,7 @@ class DriftMonitor:
         # the thread appends while /metrics reads: each side holds this, and a reader copies before it iterates
         self._recent_lock = threading.Lock()
         self._stopped = False
+        self._compute_lock = compute_lock or contextlib.nullcontext()
         self._queue: queue.Queue = queue.Queue(maxsize=cfg.queue_size)
         self._thread = threading.Thread(target=self._run, name="jouleroute-drift", daemon=True)
         self._thread.start()
@@ -88,7 +93,9 @@ class DriftMonitor:
                 return
             text, task = item
             try:
-                distance = float(nearest_distances(np.asarray(self.embed([text]), dtype=np.float32), self.train)[0])
+                with self._compute_lock:
+                    vector = np.asarray(self.embed([text]), dtype=np.float32)
+                distance = float(nearest_distances(vector, self.train)[0])
             except Exception:  # an embedder failure must not stop the thread; the request is skipped
                 logger.exception("drift: could not embed a request")
                 self.skipped += 1

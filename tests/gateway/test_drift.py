@@ -78,3 +78,25 @@ def test_metrics_read_while_the_drift_thread_appends_never_fail():
     assert not errors, errors[:3]
     monitor._thread.join(5)
     assert not monitor._thread.is_alive()  # stop() ends the thread
+
+
+def test_each_drift_embedding_takes_its_turn_on_the_compute_lock():
+    """In-process answers are metered by the process's CPU time (``estimated``) under the compute lock: an embedding
+    run beside one would be billed to that answer. So the drift thread embeds only while it holds the lock."""
+    import threading
+
+    lock, held = threading.Lock(), []
+    hashing = HashingEmbedder()
+
+    def embed(texts):  # the real embedder, noting whether the gateway's lock is held around each call
+        held.append(lock.locked())
+        return hashing(texts)
+
+    monitor = DriftMonitor(embed, [_fruit(i) for i in range(20)], ["fruit"] * 20, DriftConfig(window=10),
+                           compute_lock=lock)
+    held.clear()  # the training queries are embedded at start-up, before any answer
+    for i in range(5):
+        monitor.observe(f"question {i}", None)
+    monitor.wait_idle()
+    monitor.stop()
+    assert held == [True] * 5

@@ -121,7 +121,8 @@ def test_a_retired_gateway_is_let_go_once_its_requests_are_done(knn_router, upst
         asyncio.run_coroutine_threadsafe(live.reload("SIGHUP"), live.loop).result(30)
         assert live._retired == [old] and not worker.done()  # a request still runs on it
         in_flight.join(30)
-        while live._retired and time.monotonic() < deadline:
+        deadline = time.monotonic() + 10  # the worker's cancellation completes on the loop's next turn
+        while (live._retired or not worker.done()) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert live._retired == [] and worker.done()
         old.drift._thread.join(5)
