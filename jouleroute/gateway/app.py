@@ -97,6 +97,13 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
             raise GatewayError(401, "invalid API key", "authentication_error", "invalid_api_key")
         visit.key_id = key_id
 
+    def limit_rate(visit: Visit) -> None:
+        refusal = visit.gw.limiter.take(visit.key_id)
+        if refusal is not None:
+            visit.gw.metrics.rate_limited.labels(refusal.limit).inc()
+            raise GatewayError(429, refusal.message, "rate_limit_error", "rate_limited",
+                               {"Retry-After": retry_after(refusal.wait_s)})
+
     async def read_body(http: Request, visit: Visit) -> bytes:
         limit = visit.gw.cfg.limits.max_body_bytes
         declared = http.headers.get("content-length")
@@ -158,11 +165,7 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
         streaming = False
         try:
             authorize(http, visit)
-            refusal = gw.limiter.take(visit.key_id)
-            if refusal is not None:
-                gw.metrics.rate_limited.labels(refusal.limit).inc()
-                raise GatewayError(429, refusal.message, "rate_limit_error", "rate_limited",
-                                   {"Retry-After": retry_after(refusal.wait_s)})
+            limit_rate(visit)
             if not gw.admission.enter():
                 raise GatewayError(503, f"the gateway is full ({gw.cfg.limits.max_pending} requests pending); "
                                         "retry shortly", "overloaded_error", "overloaded", {"Retry-After": "1"})
@@ -255,11 +258,7 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
         gw = visit.gw
         try:
             authorize(http, visit)
-            refusal = gw.limiter.take(visit.key_id)  # the same per-key limits as the answers: feedback is written
-            if refusal is not None:
-                gw.metrics.rate_limited.labels(refusal.limit).inc()
-                raise GatewayError(429, refusal.message, "rate_limit_error", "rate_limited",
-                                   {"Retry-After": retry_after(refusal.wait_s)})
+            limit_rate(visit)  # the same per-key limits as the answers: feedback is written to disk
             try:
                 body = json.loads(await read_body(http, visit))
             except (ValueError, UnicodeDecodeError, RecursionError):
