@@ -23,6 +23,7 @@ markers; this script rewrites what lies between them from where the figure comes
     phase-across-pools README.md      λ* per task of every pool, one figure (docs/phase-across-pools.png), from
                                       each pipeline's evaluate metrics
     data-inventory docs/data.md       every dataset the project reads, from data/manifest.yaml and git ls-files
+    test-power    docs/metrics.md     how likely each pool's test split is to show its deployed policy non-inferior
     loop-run      docs/loop.md        the loop run by hand on the embedded default: traffic, the decision, the
                                       reload window, from benchmarks/bench_loop.py's record (results/loop_run.json)
 
@@ -47,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules 
 from figure_sources import ROOT, SourceMissing, need  # noqa: E402
 from pool_figures import cascades, no_gold, phase_across_pools, savings  # noqa: E402
 from loop_figures import loop_run  # noqa: E402
+from power_figures import split_power  # noqa: E402
 
 
 def stages() -> str:
@@ -345,6 +347,7 @@ BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
     "router-precision": ("docs/router-training.md", router_precision),
     "grpo-sweep": ("docs/router-training.md", grpo_sweep),
     "loop-run": ("docs/loop.md", loop_run),
+    "test-power": ("docs/metrics.md", split_power),
 }
 
 
