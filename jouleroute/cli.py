@@ -140,6 +140,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_intermixed(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed with a command's NAMEs before or after its options: `data fetch --offline NAME` as
+    `data fetch NAME --offline`. argparse fills a ``nargs="*"`` positional at its first chance (empty, before
+    ``--offline``) and leaves the NAMEs after the option over; those are the command's names, anything else is an
+    error as parse_args would say it. (parse_intermixed_args refuses a parser with subcommands.)"""
+    args, left_over = parser.parse_known_args(argv)
+    if not left_over:
+        return args
+    if isinstance(getattr(args, "names", None), list) and not any(a.startswith("-") for a in left_over):
+        args.names += left_over
+        return args
+    parser.error(f"unrecognized arguments: {' '.join(left_over)}")
+
+
 def project_root_above(here: Path) -> Path | None:
     """The DVC project (a folder holding ``.dvc/``) that ``here`` lies strictly inside, or None (``here`` is a
     project root, or no project holds it)."""
@@ -152,7 +166,7 @@ def project_root_above(here: Path) -> Path | None:
 def main(argv: list[str] | None = None) -> int:
     set_offline_defaults()
     own, forwarded = split_forwarded(list(sys.argv[1:] if argv is None else argv))
-    args = build_parser().parse_args(own)
+    args = parse_intermixed(build_parser(), own)
     if forwarded:
         args.dvc_args = forwarded
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,

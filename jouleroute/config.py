@@ -244,8 +244,11 @@ def _validated(path: Path) -> Params:
     if moved:
         raise ParamsError(f"{path}: {'; '.join(moved)} (one place for each: the energy policy of every stage, "
                           "docs/energy.md; router.lam, the reference λ of every router family): move the value there")
+    unquoted = yaml_only_value(raw)
+    if unquoted:
+        raise ParamsError(f"{path}: {unquoted}")
     try:  # strict JSON types (strict.py): YAML's "7" is no int, "yes" no bool; an int is still a float
-        return Params.model_validate_json(json.dumps(raw, default=str), strict=True, context=STRICT_CONTEXT)
+        return Params.model_validate_json(json.dumps(raw), strict=True, context=STRICT_CONTEXT)
     except ValidationError as exc:
         problems = []
         suggested = set()  # a misspelled key also leaves its right name missing: say it once, as the typo
@@ -262,6 +265,35 @@ def _validated(path: Path) -> Params:
         if len(problems) == 1:  # one line, as every expected error is
             raise ParamsError(f"{path}: {problems[0].removeprefix('  - ')}") from None
         raise ParamsError("\n".join([f"{path}: {len(problems)} problems", *problems])) from None
+
+
+JSON_SCALARS = (str, int, float, bool, type(None))
+YAML_KINDS = {"date": "a date", "datetime": "a date and time", "bytes": "binary data", "set": "a set"}
+
+
+def yaml_only_value(node: object, where: tuple = ()) -> str | None:
+    """'key: what YAML read, and how to write it' for the first value (or key) that YAML types beyond JSON, else None.
+    An unquoted ``2024-01-01`` is a date to YAML: turned into text behind the user's back, it passed any text field."""
+    if isinstance(node, JSON_SCALARS):
+        return None
+    if not isinstance(node, (dict, list)):
+        return _unquoted(where, node)
+    for key, value in node.items() if isinstance(node, dict) else enumerate(node):
+        if not isinstance(key, JSON_SCALARS):  # a key written `2024-01-01:`
+            return _unquoted(where, key, as_key=True)
+        found = yaml_only_value(value, (*where, key))
+        if found:
+            return found
+    return None
+
+
+def _unquoted(where: tuple, value: object, as_key: bool = False) -> str:
+    kind = YAML_KINDS.get(type(value).__name__, f"a {type(value).__name__}")
+    key = ".".join(map(str, where)) or "<top>"
+    if as_key:
+        return f'{key}: YAML reads the key {value} as {kind}, not text: quote it ("{value}": ...)'
+    written = f"{where[-1]}: " if where and isinstance(where[-1], str) else "- " if where else ""
+    return f'{key}: YAML reads {value} as {kind}, not text: quote it where text is meant ({written}"{value}")'
 
 
 def _shown(path: Path) -> Path:

@@ -6,6 +6,7 @@ tests/test_bad_input_commands.py runs each case; tests/test_bad_input_table.py r
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import shutil
@@ -197,6 +198,8 @@ PARAMS_CASES = [
         lambda p: p["tournament"].__setitem__("seed", "7"))),
     Case("--params bad.yaml check-params", "a boolean written as text", params=_params_with(
         lambda p: p["evaluate"].__setitem__("plots", "yes"))),
+    Case("--params bad.yaml check-params", "a date where text is meant (`experiment: 2024-01-01`, unquoted)",
+         params=_params_with(lambda p: p["tracking"].__setitem__("experiment", datetime.date(2024, 1, 1)))),
     Case("--params bad.yaml check-params", "a value out of range (λ outside the trained range)", params=_params_with(
         lambda p: p["router"].__setitem__("lam", 5.0))),
     Case("--params bad.yaml check-params", "a key that moved", params=_params_with(

@@ -151,6 +151,28 @@ def test_a_local_copy_wins_over_the_urls(served, monkeypatch):
     assert server.requests == 0
 
 
+@pytest.mark.parametrize("order", ["options first", "names first", "names around an option"])
+def test_data_fetch_takes_its_names_before_or_after_its_options(served, monkeypatch, capsys, order):
+    """`data fetch --offline NAME` was refused by argparse (unrecognized arguments: NAME) while `data fetch NAME
+    --offline` worked: a nargs='*' positional is filled, empty, before the option."""
+    project, server = served
+    copy = project.parent / "copy" / "benchmarks/toy"
+    (copy / "extra").mkdir(parents=True)
+    (copy / "test.jsonl").write_bytes(b"".join(b'{"q": %d}\n' % i for i in range(10)))
+    (copy / "extra/notes.txt").write_bytes(b"notes\n")
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("JOULEROUTE_DATA_SOURCE", raising=False)
+    source = ["--from", str(project.parent / "copy")]
+    argv = {"options first": ["--offline", *source, "benchmarks/toy"],
+            "names first": ["benchmarks/toy", "--offline", *source],
+            "names around an option": ["benchmarks/toy", "--offline", "outcomes/gone", *source]}[order]
+    both = order == "names around an option"  # outcomes/gone has no source but its URL: not filled offline
+    assert main(["--no-progress", "data", "fetch", *argv]) == (1 if both else 0)
+    assert (project / "root/benchmarks/toy/extra/notes.txt").read_bytes() == b"notes\n"
+    assert ("outcomes/gone: not filled" in capsys.readouterr().out) == both
+    assert server.requests == 0  # --offline was read as the option it is
+
+
 @pytest.mark.integration
 def test_make_run_refuses_in_one_line_when_a_dataset_has_no_source(tmp_path):
     """A clone with an empty data root, no ../shared beside it and no network (JOULEROUTE_DATA_OFFLINE): `make run`

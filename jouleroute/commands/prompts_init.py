@@ -47,12 +47,25 @@ def page_stage(root: Path = REPO) -> dict:
     return yaml.safe_load((root / PAGE_STUDY / "dvc.yaml").read_text())["stages"][PAGE_STAGE]
 
 
+def _check_reference(reference: str, params: dict) -> None:
+    """--reference names a candidate of the pool the pipeline starts from (params.yaml's): refused before anything is
+    written, not by `check-params` after (config.Params, labels.reference)."""
+    pool = [c.get("candidate_id") for c in params.get("pool") or [] if isinstance(c, dict)]
+    if pool and reference not in pool:
+        raise StageFailed(f"--reference {reference}: not a candidate of the pool the new pipeline starts from "
+                          f"(params.yaml's pool: {', '.join(map(str, pool))}); name one of them, or --init without "
+                          "--reference, then set pool: and labels (source: reference) in its params.yaml; nothing "
+                          "was written")
+
+
 def render(folder: str, prompts: str, reference: str | None = None, root: Path = REPO) -> dict[str, str]:
     """``{relative path: text}`` of the pipeline's params.yaml and dvc.yaml."""
     name = re.sub(r"[^a-z0-9._-]+", "-", Path(folder).name.lower()).strip("-.")
     if not name:
         raise StageFailed(f"--init {folder}: give a folder with a name, e.g. pools/mine")
     params = yaml.safe_load((root / "params.yaml").read_text())
+    if reference:
+        _check_reference(reference, params)
     main = PathsConfig(**params["paths"]).model_dump()
     own = {"mlflow_db": f"mlruns/{name}/mlflow.db", "study_doc": f"{folder}/report.md",
            "headline": f"{folder}/metrics.json"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from jouleroute.config import ParamsError, did_you_mean, problem_line
+from jouleroute.config import ParamsError, did_you_mean, problem_line, yaml_only_value
 from jouleroute.strict import STRICT_CONTEXT
 from jouleroute.stages.context import StageContext
 
@@ -27,8 +27,11 @@ def load_gateway_config(ctx: StageContext, config: str | None):
     try:
         raw = yaml.safe_load(path.read_text()) or {}
         section = raw.get("gateway", raw) if isinstance(raw, dict) else raw
+        unquoted = yaml_only_value(section, ("gateway",))  # an unquoted 2024-01-01 is a date, never text silently
+        if unquoted:
+            raise ParamsError(f"{path}: not a valid gateway config: {unquoted}")
         # as strict as the params file (config.load_params): `port: "8080"` is no int
-        return GatewayConfig.model_validate_json(json.dumps(section, default=str), strict=True, context=STRICT_CONTEXT)
+        return GatewayConfig.model_validate_json(json.dumps(section), strict=True, context=STRICT_CONTEXT)
     except FileNotFoundError:
         raise ParamsError(f"{path}: not found") from None
     except yaml.YAMLError as error:
