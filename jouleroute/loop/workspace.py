@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError
 
+from jouleroute.config import UniqueKeyLoader, yaml_only_value
 from jouleroute.strict import STRICT_CONTEXT, StrictModel
 
 
@@ -80,8 +81,11 @@ class Workspace:
                             f"{self.rel}/params.yaml loop --init --capture <the gateway's capture folder>` "
                             "(docs/loop.md)")
         try:
-            raw = yaml.safe_load(self.config_file.read_text()) or {}
-            return LoopConfig.model_validate_json(json.dumps(raw, default=str), strict=True, context=STRICT_CONTEXT)
+            raw = yaml.load(self.config_file.read_text(), Loader=UniqueKeyLoader) or {}
+            unquoted = yaml_only_value(raw)  # a date turned into text would pass a text field
+            if unquoted:
+                raise LoopError(f"{self.config_file}: {unquoted}")
+            return LoopConfig.model_validate_json(json.dumps(raw), strict=True, context=STRICT_CONTEXT)
         except (yaml.YAMLError, ValidationError) as error:
             first = str(error).splitlines()
             raise LoopError(f"{self.config_file}: {' '.join(first[:3])}") from None

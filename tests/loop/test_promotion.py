@@ -170,3 +170,20 @@ def test_the_policy_served_now_is_not_promoted_again_and_versions_never_reuse_a_
     with pytest.raises(LoopError, match=r"'tiny-c' is not a candidate of the pool \(tiny-a, tiny-b\)"):
         init_loop(other, capture="capture", labels="reference:tiny-c")
     assert not other.folder.exists()  # before the first tournament, nothing written
+
+
+@pytest.mark.parametrize("line, says", [
+    ("capture: 2024-01-01\n", r"capture: YAML reads 2024-01-01 as a date, not text: quote it"),
+    ("capture: a\ncapture: b\n", r"'capture' is given twice in one mapping \(first at line 1\); keep one"),
+])
+def test_a_loop_config_date_or_repeated_key_is_refused_in_one_line(workspace, line, says):
+    """The loop's own config is read as strictly as a params file: a date is not turned into text, and a second
+    `capture:` does not silently replace the first."""
+    from jouleroute.loop.workspace import LoopError
+
+    kept = yaml.safe_load(workspace.config_file.read_text())
+    kept.pop("capture")
+    workspace.config_file.write_text(line + yaml.safe_dump(kept))
+    with pytest.raises(LoopError, match=says) as refused:
+        workspace.config()
+    assert str(workspace.config_file) in str(refused.value) and "\n" not in str(refused.value)
