@@ -7,9 +7,7 @@ from jouleroute.policy.target import Target
 
 
 def _ci(ci, pct: bool = False) -> str:
-    if not ci:
-        return ""
-    return f" [{100 * ci[0]:.0f}%, {100 * ci[1]:.0f}%]" if pct else f" [{ci[0]:+.3f}, {ci[1]:+.3f}]"
+    return "" if not ci else f" [{100 * ci[0]:.0f}%, {100 * ci[1]:.0f}%]" if pct else f" [{ci[0]:+.3f}, {ci[1]:+.3f}]"
 
 
 def cascade_lines(block: dict | None, energy_source: str) -> list[str]:
@@ -60,7 +58,9 @@ def _seconds(value: float) -> str:
 
 def _describe(selection: dict) -> str:
     target, slack = selection["target"], selection.get("slack")  # a floor target's calibrated slack, when above 0
-    return Target.of(target["kind"], target["value"]).describe() + (f", chosen {slack:g} above it" if slack else "")
+    above = f", chosen {slack:g} above it" if selection.get("slack_met", True) else \
+        f", no chain {slack:g} above it: the most accurate"
+    return Target.of(target["kind"], target["value"]).describe() + (above if slack else "")
 
 
 def cascade_metrics(block: dict) -> dict:

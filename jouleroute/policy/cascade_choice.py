@@ -83,6 +83,7 @@ def choose_chain(space: ChainSpace, m: CascadeMatrix, target: Target, tolerance:
     shares, lower = space.j_per_query / space.best_j_per_query, None if cis is None else lower_ends(cis)
     raised, raised_tolerance = _raised(target, tolerance, slack)
     pick = meet_target(raised, space.accuracy, shares, space.best_accuracy, raised_tolerance, lower, what="chain")
+    slack_met = pick.met  # whether any chain reaches the raised floor (else the pick is the most accurate)
     if slack and target.kind in FLOOR_KINDS:  # met and why not: at the target's own floor
         at_floor = meet_target(target, space.accuracy, shares, space.best_accuracy, tolerance, lower, what="chain")
         pick = Pick(pick.index, bool(reaches_floor(space.accuracy[pick.index], space.best_accuracy - tolerance
@@ -104,7 +105,8 @@ def choose_chain(space: ChainSpace, m: CascadeMatrix, target: Target, tolerance:
         "n_queries": space.n_queries, "n_chains": int(space.accuracy.size), "search_seconds": space.seconds,
         "target": {"kind": target.kind, "value": target.value, **({"tolerance": tolerance}
                                                                    if target.kind == "iso_accuracy" else {})},
-        "met_on_selection": pick.met, **({"slack": slack} if target.kind in FLOOR_KINDS else {}),
+        "met_on_selection": pick.met,
+        **({"slack": slack, "slack_met": bool(slack_met)} if target.kind in FLOOR_KINDS else {}),
     }
     if cis is not None and cis[row] is not None:
         selection["accuracy_diff_vs_best_ci"] = cis[row]

@@ -17,6 +17,7 @@ from jouleroute.policy.target import Target as CascadeTarget
 from jouleroute.evaluation.config import EvaluateConfig
 from jouleroute.evaluation.deployed import selection_matrix
 from jouleroute.policy.singles import pick_singles
+from jouleroute.evaluation.cascade_section import _describe
 from tests.cascade.pool import synthetic_pool
 
 ABOVE = {"above_best": CascadeTarget(above_best=0.0)}
@@ -134,6 +135,9 @@ def test_a_chain_chosen_with_a_slack_clears_the_raised_floor_and_is_judged_at_th
     # an unreachable raised floor: the most accurate chain, and whether it meets the target is read at the floor
     top = choose_chain(space, m, ISO["iso"], 0.01, slack=1.0)
     assert top.selection["accuracy"] == space.accuracy.max() and top.met_on_selection
+    assert raised.selection["slack_met"] and not top.selection["slack_met"]  # the page says which
+    assert _describe(raised.selection).endswith("chosen 0.01 above it")
+    assert _describe(top.selection).endswith("no chain 1 above it: the most accurate")
     picked = choose_calibrated(space, m, ISO | ABOVE, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03, 5))
     assert picked["iso"].selection["slack"] == _calibrated(m)["iso"]
     assert "slack" not in picked["above_best"].selection
