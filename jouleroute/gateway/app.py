@@ -17,10 +17,10 @@ import time
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -28,8 +28,9 @@ from jouleroute.gateway.auth import bearer_key
 from jouleroute.gateway.capture import capture_record
 from jouleroute.gateway.config import AUTO_MODEL
 from jouleroute.gateway.limits import retry_after
+from jouleroute.gateway.openapi import FEEDBACK_OPENAPI, current_openapi
 from jouleroute.gateway.protocol import (WEIGHT_HEADER, GatewayError, Kind, ParsedRequest, Receipt, parse_request,
-                                         parse_weight, request_schema, sse)
+                                         parse_weight, sse)
 from jouleroute.gateway.reload import LiveGateway
 from jouleroute.gateway.service import Gateway
 from jouleroute.gateway.upstreams import Answer, Stream, UpstreamError
@@ -119,7 +120,7 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
         return bytes(body)
 
     def finish(visit: Visit) -> None:
-        if visit.finished:  # a stream is finished by its generator or, if that never ran, after the response
+        if visit.finished:  # a stream is finished by its generator or, if that never ran, after its response
             return
         visit.finished = True
         live.release(visit.gw)
@@ -151,6 +152,12 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
                                              time.perf_counter() - visit.started, r.usage() if r else None,
                                              answer_text(visit), visit.error))
 
+    def left(visit: Visit) -> None:
+        """A stream's response ended and ``relay`` did not finish it: the client went away first."""
+        if not visit.finished:
+            visit.status, visit.error = 499, "client went away before the stream ended"
+            finish(visit)
+
     def error_response(visit: Visit, error: GatewayError) -> JSONResponse:
         visit.status, visit.error = error.status, error.message
         headers = {"X-Request-Id": visit.request_id, VERSION_HEADER: visit.gw.version} | error.headers
@@ -181,10 +188,9 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
             if visit.parsed.stream:
                 stream = await gw.open_stream(visit.parsed, order, visit.receipt)
                 streaming = True
-                return StreamingResponse(relay(visit, stream), media_type="text/event-stream",
-                                         headers=visit.receipt.headers() | {"X-Request-Id": visit.request_id,
-                                                                            VERSION_HEADER: gw.version},
-                                         background=BackgroundTask(finish, visit))
+                return FinishingStream(relay(visit, stream), lambda: left(visit), media_type="text/event-stream",
+                                       headers=visit.receipt.headers() | {"X-Request-Id": visit.request_id,
+                                                                          VERSION_HEADER: gw.version})
             visit.answer = await gw.answer(visit.parsed, order, visit.receipt)
             body = visit.answer.body | {"model": visit.receipt.candidate}
             body["usage"] = (body.get("usage") or {}) | {"jouleroute": visit.receipt.usage()}
@@ -243,11 +249,11 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
         finally:
             finish(visit)
 
-    @app.post("/v1/chat/completions", openapi_extra=openapi_operation(live.current, "chat"))
+    @app.post("/v1/chat/completions")  # its OpenAPI operation: gateway/openapi.py, for the gateway serving now
     async def chat_completions(http: Request):
         return await complete(http, "chat")
 
-    @app.post("/v1/completions", openapi_extra=openapi_operation(live.current, "completion"))
+    @app.post("/v1/completions")
     async def completions(http: Request):
         return await complete(http, "completion")
 
@@ -312,17 +318,28 @@ def create_app(gateway: "Gateway | LiveGateway") -> FastAPI:
     async def metrics():
         return Response(live.current.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
+    app.openapi = current_openapi(app, live)
     return app
 
 
 VERSION_HEADER = "X-Jouleroute-Policy-Version"  # the served policy's version, on every completion response
-FEEDBACK_OPENAPI = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
-    "type": "object", "required": ["request_id", "score"],
-    "properties": {"request_id": {"type": "string", "description": "a served response's X-Request-Id"},
-                   "score": {"type": "number", "minimum": 0, "maximum": 1},
-                   "candidate": {"type": "string", "description": "the model scored (default: the one that answered)"}}}}}},
-    "responses": {"202": {"description": "kept for the next tournament"}, "404": {"description": "unknown request_id"},
-                  "422": {"description": "a missing request_id or a score outside [0, 1]"}}}
+
+
+class FinishingStream(StreamingResponse):
+    """A stream that finishes its request however its response ends. ``relay`` finishes it when the stream ran;
+    a client that went away before the stream began (the server's ``send`` raised, or it cancelled the request)
+    never runs ``relay``, nor a background task, so ``on_end`` runs here: the admission count and the gateway's
+    hold are always given back."""
+
+    def __init__(self, content, on_end: Callable[[], None], **kwargs) -> None:
+        super().__init__(content, **kwargs)
+        self.on_end = on_end
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.on_end()
 
 
 def answer_text(visit: "Visit") -> str | None:
@@ -332,32 +349,3 @@ def answer_text(visit: "Visit") -> str | None:
     body = visit.answer.body if visit.answer is not None and isinstance(visit.answer.body, dict) else None
     choice = ((body or {}).get("choices") or [{}])[0]
     return (choice.get("message") or {}).get("content") or choice.get("text")
-
-
-# What a completion request can be answered with besides 200 (module docstring; docs/gateway.md, "Security and limits")
-ERRORS = {"400": "malformed JSON, a missing or wrong field, a prompt or max_tokens over the limits, an energy weight "
-                 "outside the trained range", "401": "missing or invalid API key",
-          "404": "a model not served here", "413": "the body exceeds limits.max_body_bytes",
-          "429": "the key's rate limit (Retry-After)",
-          "502": "the upstream failed, refused the gateway (its 401/403/429), or answered unreadably or with no text "
-                 "(naming it)",
-          "503": "the gateway is full (limits.max_pending; Retry-After)", "504": "the upstream timed out (naming it)"}
-
-
-def openapi_operation(gw: Gateway, kind: Kind) -> dict:
-    """The request body, the energy-weight header and the error answers of a completion endpoint, for
-    ``/openapi.json`` (the handlers read the raw body, so FastAPI cannot infer them)."""
-    weight_range = tuple(gw.router.lambda_range) if gw.router is not None else None
-    error = {"application/json": {"schema": {"type": "object", "required": ["error"], "properties": {
-        "error": {"type": "object", "required": ["message", "type"],
-                  "properties": {"message": {"type": "string"}, "type": {"type": "string"}}}}}}}
-    header = {"type": "number"} | ({"minimum": weight_range[0], "maximum": weight_range[1]} if weight_range else {})
-    return {
-        "requestBody": {"required": True, "content": {"application/json": {
-            "schema": request_schema(kind, gw.models, weight_range, gw.cfg.limits.max_output_tokens,
-                                     gw.router.known_tasks() if gw.router is not None else None)}}},
-        "parameters": [{"name": "X-Energy-Weight", "in": "header", "required": False, "schema": header,
-                        "description": "the energy weight λ (or the body's energy_weight)"}],
-        "responses": {"200": {"description": "the answer (a JSON body, or an event stream when stream is true)"}}
-        | {code: {"description": why, "content": error} for code, why in ERRORS.items()},
-    }

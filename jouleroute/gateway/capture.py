@@ -17,6 +17,7 @@ chat-completions body, the format `jouleroute.labels.prompts` reads, so a captur
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import logging
 import os
@@ -156,16 +157,21 @@ def numbered_json_lines(blob: bytes, first: int = 1) -> tuple[list[tuple[int, di
     for number, raw in enumerate(blob.split(b"\n"), start=first):
         if not raw.strip():
             continue
-        try:
-            record = json.loads(raw)
-        except ValueError:
+        record = line_object(raw)
+        if record is None:
             bad += 1
-            continue
-        if isinstance(record, dict):
-            records.append((number, record))
         else:
-            bad += 1
+            records.append((number, record))
     return records, bad
+
+
+def line_object(raw: bytes) -> dict | None:
+    """A non-blank line's JSON object, or None when the line is unreadable (torn, or not an object)."""
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def read_capture(folder: Path, stream: str = CAPTURE) -> CaptureRead:
@@ -184,6 +190,32 @@ def read_capture(folder: Path, stream: str = CAPTURE) -> CaptureRead:
             records.append(record)
     records.sort(key=lambda r: r.get("time", ""))
     return CaptureRead(records, torn, dupes, len(paths))
+
+
+def served_candidates(folder: Path, remember: int) -> list[tuple[object, str | None]]:
+    """What a restarted gateway needs of its capture: (request id, the candidate that answered) of the last
+    ``remember`` records in ``read_capture``'s order (by time, each request id once: the first). Read line by line,
+    holding only these pairs and the ids seen, never the records (a folder holds every prompt served)."""
+    latest: list[tuple] = []  # a min-heap of (time, order read, request id, candidate): the latest so far
+    seen, order = set(), 0
+    for path in sorted(Path(folder).glob(f"{CAPTURE}-*.jsonl")):
+        with open(path, "rb") as lines:
+            for raw in lines:
+                record = line_object(raw) if raw.strip() else None
+                if record is None:
+                    continue
+                key = record.get("request_id")
+                if key is not None and key in seen:
+                    continue
+                seen.add(key)
+                served = record.get("served") or {}
+                candidate = served.get("candidate") if isinstance(served, dict) else None
+                item, order = (record.get("time", ""), order, key, candidate), order + 1
+                if len(latest) < remember:
+                    heapq.heappush(latest, item)
+                else:
+                    heapq.heappushpop(latest, item)
+    return [(key, candidate) for _, _, key, candidate in sorted(latest)]
 
 
 def capture_record(request_id: str, body: dict, task: str, keep_prompts: bool, version: str, status: int,
@@ -218,13 +250,15 @@ class Capture:
     def __init__(self, cfg: CaptureConfig, folder: Path, metrics_registry=None, remember: int = 200_000) -> None:
         from collections import OrderedDict
 
+        if remember < 1:
+            raise ValueError(f"Capture(remember={remember}): remember at least 1 request id")
         self.cfg, self.folder = cfg, folder
         self.writer = CaptureWriter(cfg, folder)
         self._ids: OrderedDict[str, str | None] = OrderedDict()  # request id -> the candidate that answered
         self._remember = remember
-        for record in read_capture(folder).records[-remember:]:  # a restarted gateway still knows its traffic
-            if isinstance(record.get("request_id"), str):  # a line written by another hand may lack one
-                self._ids[record["request_id"]] = (record.get("served") or {}).get("candidate")
+        for key, candidate in served_candidates(folder, remember):  # a restarted gateway still knows its traffic
+            if isinstance(key, str):  # a line written by another hand may lack one
+                self._ids[key] = candidate
         if metrics_registry is not None:
             self.register_gauges(metrics_registry)
 

@@ -194,6 +194,7 @@ class CascadeGateway(Gateway):
     async def route(self, request: ParsedRequest, header_weight: float | None) -> tuple[list[str], Receipt]:
         if request.model != AUTO_MODEL:
             return await super().route(request, header_weight)
+        refuse_unsupported(request)
         return [], CascadeReceipt(candidate="pending", lam=None, router=self.name)
 
     async def answer(self, request: ParsedRequest, order: list[str], receipt: Receipt) -> Answer:
@@ -268,6 +269,26 @@ class CascadeGateway(Gateway):
             self.failures.labels(str(stage), candidate).inc()
             logger.warning("cascade stage %d: %s counts as no answer: %s", stage, candidate, call.error)
         return call
+
+
+# What a cascade cannot serve, and why: it compares one text answer per candidate and returns that text
+UNSUPPORTED = {
+    "n": "it returns one answer, the one its stages accepted; send n=1",
+    "logprobs": "its answer is the accepted text, not one model's tokens; leave it out",
+    "top_logprobs": "its answer is the accepted text, not one model's tokens; leave it out",
+    "tools": "its stages agree on text answers, and a tool call has no text to compare; leave it out",
+    "functions": "its stages agree on text answers, and a function call has no text to compare; leave it out",
+}
+
+
+def refuse_unsupported(request: ParsedRequest) -> None:
+    """A 400 naming the first field the cascade cannot honour (``UNSUPPORTED``), rather than drop it silently."""
+    for param, why in UNSUPPORTED.items():
+        value = request.body.get(param)
+        if request.choices > 1 if param == "n" else value is not None and value is not False and value != []:
+            raise GatewayError(400, f"'{param}' is not supported in cascade mode (got {param}={value!r}): {why}, "
+                                    f"or name a candidate as the model (GET /v1/models)",
+                               code="unsupported_parameter", param=param)
 
 
 def answer_text(body: dict | None) -> str:

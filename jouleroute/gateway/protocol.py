@@ -21,13 +21,13 @@ class GatewayError(Exception):
     """An answer other than 200, in OpenAI's error shape."""
 
     def __init__(self, status: int, message: str, type_: str = "invalid_request_error", code: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, param: str | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.type, self.code = status, message, type_, code
-        self.headers = headers or {}
+        self.headers, self.param = headers or {}, param  # param: the request field at fault, where one is
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": None}}
+        return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
 
 
 @dataclass

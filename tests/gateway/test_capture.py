@@ -1,13 +1,15 @@
 """Capture (gateway/capture.py): records round-trip, prompts hashed when asked, a full queue drops and counts and
-never blocks, segments rotate, a torn last line is skipped and counted."""
+never blocks, segments rotate, a torn last line is skipped and counted; a restarted gateway reads its folder line by
+line."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+import tracemalloc
 
-from jouleroute.gateway.capture import CaptureConfig, CaptureWriter, prompt_hash, read_capture, sampled
+from jouleroute.gateway.capture import Capture, CaptureConfig, CaptureWriter, prompt_hash, read_capture, sampled
 
 
 def _record(i: int) -> dict:
@@ -56,3 +58,36 @@ def test_prompts_hash_and_sampling_is_stable():
     assert prompt_hash("hello").startswith("sha256:") and len(prompt_hash("x")) == 7 + 64
     kept = [sampled(f"id{i}", 0.25) for i in range(4000)]
     assert 0.2 < sum(kept) / len(kept) < 0.3 and kept == [sampled(f"id{i}", 0.25) for i in range(4000)]
+
+
+def test_a_restarted_capture_reads_its_folder_line_by_line_and_knows_what_the_whole_read_knew(tmp_path):
+    """Start-up reads (request id, candidate) of the last ``remember`` records, line by line: its memory stays far
+    below the folder's size, and it knows exactly the ids, candidates and order that reading every record gave
+    (by time, each id once: the first kept; a torn line and a line with no id skipped)."""
+    prompt = "x" * 200_000
+    lines = [[], []]
+    for i in range(100):  # two segments, 20 MB of prompts; the second one's times run before the first's
+        served = {"candidate": f"c{i % 3}"} if i % 7 else None
+        record = {"request_id": f"r{i:03d}", "time": f"2026-12-06T00:{99 - i if i >= 50 else i:02d}:00Z",
+                  "messages": [{"role": "user", "content": prompt}], "served": served}
+        lines[i // 50].append(json.dumps(record))
+    lines[1] += [json.dumps({"request_id": "r030", "time": "2026-12-07T00:00:00Z", "served": {"candidate": "late"}}),
+                 json.dumps({"time": "2026-12-07T00:00:01Z", "served": {"candidate": "no-id"}}), '{"request_id": "r1']
+    for n, segment in enumerate(lines):
+        (tmp_path / f"capture-2026120{6 + n}T000000000000-1.jsonl").write_text("\n".join(segment) + "\n")
+    whole = {}
+    for record in read_capture(tmp_path).records[-60:]:
+        if isinstance(record.get("request_id"), str):
+            whole[record["request_id"]] = (record.get("served") or {}).get("candidate")
+
+    tracemalloc.start()
+    try:
+        capture = Capture(CaptureConfig(folder=str(tmp_path)), tmp_path, remember=60)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    capture.close()
+    assert list(capture._ids.items()) == list(whole.items()) and len(whole) == 59
+    assert [capture.candidate_of(i) for i in ("r030", "r035", "r079", "r080")] == [(True, "c0"), (True, None),
+                                                                                   (True, "c1"), (False, None)]
+    assert peak < 4_000_000, f"start-up held {peak} bytes for a 20 MB folder"

@@ -237,3 +237,24 @@ def test_serve_builds_the_cascade_from_params(tmp_path, upstreams, monkeypatch):
         assert "x-jouleroute-energy-j" not in r.headers
     finally:
         server.stop()
+
+
+TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}
+
+
+@pytest.mark.parametrize("field, value", [("n", 2), ("logprobs", True), ("top_logprobs", 2), ("tools", [TOOL])])
+def test_a_field_the_cascade_cannot_honour_is_refused_by_name_not_dropped(make_cascade, upstreams, field, value):
+    """The cascade returns one text answer, the one its stages accepted: ``n`` > 1, log probabilities and tool calls
+    would be dropped from it, so they get an OpenAI-shaped 400 naming the field, and no candidate is asked."""
+    url, _ = make_cascade(urls_of(upstreams))
+    asked = {c: len(backend.asked) for c, (_, backend) in upstreams.items()}
+    for stream in (False, True):
+        r = ask(url, "Q-agree", stream=stream, **{field: value})
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert (error["type"], error["code"], error["param"]) == ("invalid_request_error", "unsupported_parameter",
+                                                                   field)
+        assert error["message"].startswith(f"'{field}' is not supported in cascade mode (got {field}=")
+        assert "or name a candidate as the model" in error["message"] and "\n" not in error["message"]
+    assert {c: len(backend.asked) for c, (_, backend) in upstreams.items()} == asked
+    assert ask(url, "Q-agree", **{field: None}).status_code == 200  # not asked for: served as ever

@@ -135,3 +135,28 @@ def test_a_retired_gateway_is_let_go_once_its_requests_are_done(knn_router, upst
         server.stop()
         slow.stop()
     assert [(r.status_code, r.headers["x-jouleroute-policy-version"]) for r in answers] == [(200, "route:old")]
+
+
+def test_openapi_describes_the_gateway_serving_after_a_reload(knn_router, upstream_urls, expected_energy):
+    """``/openapi.json`` is built for the gateway serving: after a reload to a policy that serves only ``small``
+    with no router, it lists only ``small`` and no energy-weight range (it was built once, and stale)."""
+    old = _gateway(knn_router, upstream_urls, expected_energy, "route:old")
+    live = LiveGateway(old, rebuild=lambda running: _gateway(None, None, expected_energy, "model:small",
+                                                              {"small": running.upstreams["small"]}))
+    server = LiveServer(create_app(live))
+    url = server.start()
+
+    def described() -> tuple[list[str], dict]:
+        document = httpx.get(url + "/openapi.json", timeout=30).json()
+        body = document["paths"]["/v1/chat/completions"]["post"]["requestBody"]["content"]["application/json"]
+        fields = body["schema"]["properties"]
+        return fields["model"]["enum"], {k: v for k, v in fields["energy_weight"].items() if k != "description"}
+
+    try:
+        routed = (["jouleroute-auto", "small", "large"], {"type": "number", "minimum": 0.0, "maximum": 2.0})
+        assert described() == routed
+        asyncio.run_coroutine_threadsafe(live.reload("SIGHUP"), live.loop).result(30)
+        assert described() == (["small"], {"type": "number"})
+    finally:
+        server.stop()
+
