@@ -18,7 +18,7 @@ from jouleroute.paths import PathsConfig
 from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.replay.config import ImportConfig, PublicPoolConfig, ReplayConfig
 from jouleroute.routing.baselines.config import BaselinesConfig
-from jouleroute.strict import STRICT_CONTEXT, StrictModel
+from jouleroute.strict import STRICT_CONTEXT, StrictModel, UniqueKeyLoader, yaml_only_value
 from jouleroute.tournament.config import TournamentConfig
 from jouleroute.policy.router_section import RouterSection
 from jouleroute.training.config import BudgetConfig, GrpoConfig, RouterDataConfig, SftConfig
@@ -197,25 +197,6 @@ def moved_keys(raw: dict) -> list[str]:
     return found
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """Safe YAML that refuses a key given twice in one mapping: PyYAML would keep the last one silently, so a
-    second ``router:`` section would drop the first's keys without a word."""
-
-
-def _unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    first: dict = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in first and key != "<<":
-            raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice in one mapping (first at "
-                                                    f"line {first[key]}); keep one", key_node.start_mark)
-        first.setdefault(key, key_node.start_mark.line + 1)
-    return loader.construct_mapping(node, deep=deep)
-
-
-UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
-
-
 def load_params(path: str | Path = "params.yaml") -> Params:
     """The typed params of ``path``. Its `paths:` are relative to the project root, as in every params file."""
     return _validated(Path(path))
@@ -265,35 +246,6 @@ def _validated(path: Path) -> Params:
         if len(problems) == 1:  # one line, as every expected error is
             raise ParamsError(f"{path}: {problems[0].removeprefix('  - ')}") from None
         raise ParamsError("\n".join([f"{path}: {len(problems)} problems", *problems])) from None
-
-
-JSON_SCALARS = (str, int, float, bool, type(None))
-YAML_KINDS = {"date": "a date", "datetime": "a date and time", "bytes": "binary data", "set": "a set"}
-
-
-def yaml_only_value(node: object, where: tuple = ()) -> str | None:
-    """'key: what YAML read, and how to write it' for the first value (or key) that YAML types beyond JSON, else None.
-    An unquoted ``2024-01-01`` is a date to YAML: turned into text behind the user's back, it passed any text field."""
-    if isinstance(node, JSON_SCALARS):
-        return None
-    if not isinstance(node, (dict, list)):
-        return _unquoted(where, node)
-    for key, value in node.items() if isinstance(node, dict) else enumerate(node):
-        if not isinstance(key, JSON_SCALARS):  # a key written `2024-01-01:`
-            return _unquoted(where, key, as_key=True)
-        found = yaml_only_value(value, (*where, key))
-        if found:
-            return found
-    return None
-
-
-def _unquoted(where: tuple, value: object, as_key: bool = False) -> str:
-    kind = YAML_KINDS.get(type(value).__name__, f"a {type(value).__name__}")
-    key = ".".join(map(str, where)) or "<top>"
-    if as_key:
-        return f'{key}: YAML reads the key {value} as {kind}, not text: quote it ("{value}": ...)'
-    written = f"{where[-1]}: " if where and isinstance(where[-1], str) else "- " if where else ""
-    return f'{key}: YAML reads {value} as {kind}, not text: quote it where text is meant ({written}"{value}")'
 
 
 def _shown(path: Path) -> Path:

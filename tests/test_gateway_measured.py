@@ -21,9 +21,12 @@ def test_an_interval_goes_to_its_answers_by_tokens_and_sets_the_rate():
         assert t.finish(cand, prompt, completion, expected_j=5.0) is None  # no interval read yet: no figure
     t._attribute(40.0, 1.0)
     assert t.measured_j == {"a": pytest.approx(10.0), "b": pytest.approx(30.0)}
-    assert t.expected_j == {"a": 5.0, "b": 5.0} and t.rate_j_per_token == pytest.approx(1.0)
+    assert t.expected_j == {"a": 5.0, "b": 5.0} and t.rate_j_per_token == {"a": 1.0, "b": 1.0}
     t.begin()
-    assert t.finish("a", 0, 7, None) == (pytest.approx(7.0), "measured-nvml")  # the last rate, measured label
+    # the last rate: a projection of the measured meter, not a reading
+    assert t.finish("a", 0, 7, None) == (pytest.approx(7.0), "projected:measured-nvml")
+    t.begin()
+    assert t.finish("c", 0, 7, None) is None  # a candidate never measured gets no other candidate's rate
 
 
 def test_in_flight_intervals_carry_over_and_empty_ones_are_idle():
@@ -40,9 +43,9 @@ def test_in_flight_intervals_carry_over_and_empty_ones_are_idle():
 
 def test_an_unreadable_exporter_drops_to_the_expectation():
     t = tracker()
-    t.rate_j_per_token = 1.0
+    t.rate_j_per_token = {"a": 1.0}
     t.scrape()  # nothing listens on port 9
-    assert not t.up and t.last is None
+    assert not t.up and t.last is None and t.rate_j_per_token == {}
     t.begin()
     assert t.finish("a", 0, 5, 2.0) is None
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from jouleroute.config import ParamsError, did_you_mean, problem_line, yaml_only_value
+from jouleroute.config import ParamsError, did_you_mean, problem_line
+from jouleroute.strict import yaml_only_value
 from jouleroute.strict import STRICT_CONTEXT
 from jouleroute.stages.context import StageContext
 

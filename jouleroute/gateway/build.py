@@ -64,7 +64,7 @@ def build_upstreams(p: Params, cfg: GatewayConfig, root: Path, meter: Meter, loc
             energy = up.energy or (pool[cid].energy if cid in pool else None)  # the tournament's exporter
             upstreams[cid] = RemoteUpstream(cid, up.base_url, up.served_name or cid, expected, up.timeout_s,
                                             up.connect_timeout_s, up.concurrency, up.api_key_env, measured,
-                                            measured.tracker(energy))
+                                            measured.tracker(energy, cid))
             continue
         if cid not in pool:
             raise ValueError(f"gateway.upstreams.{cid}: an inprocess upstream must be a pool candidate "

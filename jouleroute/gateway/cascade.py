@@ -22,7 +22,7 @@ The client's ``stream: true`` gets the accepted answer as one chunk (then the fi
 stage can be streamed before it is known to be the one that answers.
 
 Energy counts every call: the response's ``X-Jouleroute-Energy-J`` is the sum of the calls' joules (each
-measured on its node's exporter where the upstream names one, else the profile's expectation, labelled), and
+projected from its node's exporter where the upstream names one, ``projected:measured-*``, else the profile's expectation, labelled), and
 its ``X-Jouleroute-Energy-Source`` joins the calls' labels with ``+`` when they differ. A candidate whose
 answer has no figure (``unavailable``) leaves the total unstated: a partial sum would understate it.
 """

@@ -69,6 +69,23 @@ class GatewayRouterConfig(StrictModel):
         return self
 
 
+def shared_gpus(url: str, first: str, first_gpus, second: str, second_gpus) -> str | None:
+    """Why two upstreams cannot both read ``url``'s GPUs as named, in one line; None when they can.
+
+    Identical GPU sets share one meter (gateway/measured.py): each interval's joules are split over both
+    upstreams' answers by tokens, as the tournament splits a window. Disjoint sets are two meters. Sets that
+    overlap are neither: two meters would each charge the shared GPUs' joules to their own answers (the same
+    joules twice), and one meter over the union would charge the GPUs only one of them runs on to the other's
+    answers as well. So they are refused rather than attributed wrongly."""
+    a, b = set(first_gpus), set(second_gpus)
+    shared = a & b
+    if not shared or a == b:
+        return None
+    return (f"{first} (gpus {sorted(a)}) and {second} (gpus {sorted(b)}) both read exporter {url} and share gpu "
+            f"{sorted(shared)}, whose joules cannot be split between them: name the same gpus for both (one meter, "
+            f"its joules split by tokens) or serve them on GPUs of their own")
+
+
 class UpstreamConfig(StrictModel):
     """Where one candidate's answers come from.
 
@@ -135,3 +152,17 @@ class GatewayConfig(StrictModel):
     drift: DriftConfig = DriftConfig()  # is the traffic still like the training queries? (/metrics)
     # a promoted policy is picked up without a restart: SIGHUP always; > 0: champion.json checked every this many s
     reload_poll_s: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _exporter_gpus_whole_or_apart(self) -> "GatewayConfig":
+        # here for the upstreams this section names; gateway/measured.py applies the same rule at start-up to
+        # every upstream, the pool entries' exporters included
+        read = [(f"upstreams.{name}", u.energy) for name, u in self.upstreams.items()
+                if u.energy is not None and u.energy.exporter_url is not None]
+        for i, (first, a) in enumerate(read):
+            for second, b in read[i + 1:]:
+                problem = a.exporter_url == b.exporter_url and shared_gpus(a.exporter_url, first, a.gpus or (),
+                                                                            second, b.gpus or ())
+                if problem:
+                    raise ValueError(problem)
+        return self

@@ -1,6 +1,8 @@
 """Measured joules of upstream answers: the GPU nodes' exporters, read by the gateway (docs/gateway.md).
 
-One ``ExporterTracker`` per exporter and GPU set (candidates served on the same GPUs share one). It reads
+One ``ExporterTracker`` per exporter and GPU set, however its GPUs are ordered (candidates served on the same GPUs
+share one; two upstreams whose GPU sets on one exporter overlap without being equal are refused at start-up:
+``gateway.config.shared_gpus`` says why). It reads
 the counter every ``interval_s`` in a background task and splits each interval's joules over the answers
 completed in it, by the tournament's rule (one generated token = 1, one prompt token = ``prefill_weight``).
 An interval in which answers were in flight but none completed carries its joules to the next one; an
@@ -8,10 +10,14 @@ interval with nothing in flight is idle (its mean power is exported as the idle 
 charged to no answer). Per candidate it keeps the measured joules and the profile's expectation for the
 same answers, so /metrics shows their ratio: far from 1, the profile has gone stale.
 
-An answer's own figure (headers, ``usage``) is known before the interval it ends in is read: it is the
-answer's weighted tokens at the exporter's last measured J per weighted token, labelled with the exporter's
-source (``measured-nvml``). Before the first measured interval, or while the exporter cannot be read, the
-answer keeps the profile's expectation (``expected:<source>``), as without an exporter.
+An answer's own figure (headers, ``usage``) is needed before the interval it ends in is read, so it is a
+projection: the answer's weighted tokens at the J per weighted token its candidate was last measured at on
+this exporter, labelled ``projected:<the exporter's source>`` (``projected:measured-nvml``), never the bare
+meter label: it is computed from a past interval, not read. The joules each interval settles on its answers
+(/metrics) are the measurement, labelled ``measured-nvml``. Before the candidate's first measured interval,
+after the exporter failed to answer (its rates are dropped; the next interval measured sets them again), or
+while it cannot be read, the answer keeps the profile's expectation (``expected:<source>``), as without an
+exporter.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from jouleroute.energy.exporter import ExporterError, counter_delta_j, parse_counters
+from jouleroute.gateway.config import shared_gpus
 from jouleroute.pool import ServedEnergy
 
 logger = logging.getLogger(__name__)
@@ -88,7 +95,9 @@ class ExporterTracker:
     in_flight: int = 0
     done: list[_Done] = field(default_factory=list)
     carry_j: float = 0.0
-    rate_j_per_token: float | None = None
+    # per candidate: J per weighted token of the last interval measured with its answers in it (dropped when a
+    # scrape fails: a rate is never carried over a gap in the readings)
+    rate_j_per_token: dict[str, float] = field(default_factory=dict)
     idle_power_w: float | None = None
     up: bool = False
     source: str = "measured-nvml"
@@ -107,14 +116,16 @@ class ExporterTracker:
             self.in_flight -= 1
 
     def finish(self, candidate: str, prompt: int, completion: int, expected_j: float | None) -> tuple[float, str] | None:
-        """Count a completed answer into this interval; its figure at the last measured rate, or None."""
+        """Count a completed answer into this interval; its projected figure at its candidate's last measured
+        rate, or None."""
         weight = completion + self.prefill_weight * prompt
         with self.lock:
             self.in_flight -= 1
             if self.last is not None:
                 self.done.append(_Done(candidate, weight, expected_j))
-            if self.up and self.rate_j_per_token is not None:
-                return self.rate_j_per_token * weight, self.source
+            rate = self.rate_j_per_token.get(candidate)
+            if self.up and rate is not None:
+                return rate * weight, f"projected:{self.source}"
         return None
 
     def read(self) -> tuple[dict[int, float], str]:
@@ -138,7 +149,7 @@ class ExporterTracker:
                                "until it answers again", self.url, error)
             with self.lock:
                 self.up, self.last, self.carry_j = False, None, 0.0
-                self.done = []
+                self.done, self.rate_j_per_token = [], {}
             return
         with self.lock:
             if delta is not None:
@@ -154,8 +165,8 @@ class ExporterTracker:
                 self.measured_j[d.candidate] = self.measured_j.get(d.candidate, 0.0) + share
                 if d.expected_j is not None:
                     self.expected_j[d.candidate] = self.expected_j.get(d.candidate, 0.0) + d.expected_j
-            if total > 0:
-                self.rate_j_per_token = joules / total
+            if total > 0:  # the token rule gives every answer of the interval the same J per weighted token
+                self.rate_j_per_token.update(dict.fromkeys({d.candidate for d in self.done}, joules / total))
             self.done, self.carry_j = [], 0.0
         elif self.in_flight > 0:
             self.carry_j += delta_j
@@ -168,16 +179,26 @@ class MeasuredEnergy:
 
     def __init__(self, prefill_weight: float, interval_s: float = 1.0) -> None:
         self.prefill_weight, self.interval_s = prefill_weight, interval_s
-        self.trackers: dict[tuple[str, tuple[int, ...]], ExporterTracker] = {}
+        self.trackers: dict[tuple[str, frozenset[int]], ExporterTracker] = {}
+        self.readers: dict[tuple[str, frozenset[int]], str] = {}  # the upstream that first named each tracker
         self.task: asyncio.Task | None = None
 
-    def tracker(self, energy: ServedEnergy | None) -> ExporterTracker | None:
+    def tracker(self, energy: ServedEnergy | None, upstream: str | None = None) -> ExporterTracker | None:
+        """The tracker of ``energy``'s exporter and GPU set (one per set, whatever the order its GPUs are named
+        in). ``upstream`` names the caller in the error raised when its GPUs overlap another upstream's on the
+        same exporter without being the same set (``gateway.config.shared_gpus``)."""
         if energy is None or energy.exporter_url is None:
             return None
-        key = (energy.exporter_url, tuple(energy.gpus or ()))
+        url, gpus = energy.exporter_url, frozenset(energy.gpus or ())
+        key = (url, gpus)
         if key not in self.trackers:
-            self.trackers[key] = ExporterTracker(energy.exporter_url, list(energy.gpus or ()), energy.metric,
-                                                 energy.scrape_timeout_s, self.prefill_weight)
+            for (other_url, other), reader in self.readers.items():
+                problem = other_url == url and shared_gpus(url, reader, other, upstream or "another upstream", gpus)
+                if problem:
+                    raise ValueError(f"gateway: {problem}")
+            self.trackers[key] = ExporterTracker(url, sorted(gpus), energy.metric, energy.scrape_timeout_s,
+                                                 self.prefill_weight)
+            self.readers[key] = upstream or "an upstream"
         return self.trackers[key]
 
     def start(self) -> None:
@@ -219,8 +240,8 @@ class MeasuredEnergy:
         idle = GaugeMetricFamily("jouleroute_gateway_exporter_idle_power_watts",
                                  "Mean power of the exporter's GPUs over the last interval with nothing in flight",
                                  labels=["exporter"])
-        for (url, gpus), t in self.trackers.items():
-            name = f"{url} gpu={','.join(map(str, gpus))}"
+        for (url, _), t in self.trackers.items():
+            name = f"{url} gpu={','.join(map(str, t.gpus))}"
             with t.lock:
                 up.add_metric([name], 1.0 if t.up else 0.0)
                 if t.idle_power_w is not None:

@@ -29,8 +29,9 @@ from jouleroute.gateway.upstreams import Answer, Stream, Upstream, UpstreamError
 
 
 class RemoteUpstream(Upstream):
-    """Energy is measured on the upstream's GPU node when its exporter is named (``measured-*``,
-    gateway/measured.py), else the profile's expectation for the answer's token counts (``expected:<source>``)."""
+    """Energy is measured on the upstream's GPU node when its exporter is named (gateway/measured.py): each answer's
+    figure projected at its candidate's last measured rate (``projected:measured-*``), each interval settled as
+    ``measured-*``; else the profile's expectation for the answer's token counts (``expected:<source>``)."""
 
     def __init__(self, candidate_id: str, base_url: str, served_name: str, expected: ExpectedEnergy,
                  timeout_s: float = 120.0, connect_timeout_s: float = 5.0, concurrency: int = 32,

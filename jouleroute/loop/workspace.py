@@ -22,8 +22,7 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError
 
-from jouleroute.config import UniqueKeyLoader, yaml_only_value
-from jouleroute.strict import STRICT_CONTEXT, StrictModel
+from jouleroute.strict import STRICT_CONTEXT, StrictModel, UniqueKeyLoader, yaml_only_value
 
 
 class LoopError(ValueError):

@@ -64,7 +64,7 @@ def test_gateway_answers_are_measured_on_the_nodes_and_metrics_export_them(pool)
             time.sleep(0.5)  # a scrape or two: the intervals with answers are read
         time.sleep(0.6)
         m = metrics(url)
-    assert sources[-2:] == ["measured-nvml", "measured-nvml"]  # once an interval is read, answers are measured
+    assert sources[-2:] == ["projected:measured-nvml"] * 2  # once an interval is read: its rate, projected
     measured_j = {c: m[("jouleroute_gateway_measured_energy_joules_total",
                         (("candidate", c), ("energy_source", "measured-nvml")))] for c in tokens}
     for cand in tokens:
