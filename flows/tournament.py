@@ -16,6 +16,11 @@ housekeeping) made the same answers cost 1.7x the serial run's joules. The flow'
 starts its workers without them; on an existing cluster it warns about them
 (``flows/dask_workers.py``).
 
+Workers that never meter each other: a worker runs one job at a time where it meters jobs itself, and
+several workers share one node only with the CPU-time estimate (NVML and RAPL count the whole device);
+``jouleroute.tournament.lanes.check_meters_apart`` refuses the rest before anything runs. Served candidates on
+one exporter GPU share a lane (``dispatch``).
+
 - ``dask_address=None``: a ``LocalCluster`` of ``n_workers`` processes x ``threads_per_worker``.
 - ``dask_address="tcp://host:8786"``: an existing cluster, e.g. one worker per GPU across
   nodes (docs/orchestration.md). Workers need the same code, params and a shared
@@ -33,9 +38,11 @@ from prefect import flow, get_run_logger
 from prefect.context import FlowRunContext
 
 from flows.dask_workers import overhead_warnings, quiet_local_workers, worker_conditions
+from jouleroute.config import load_params
 from jouleroute.stages.context import StageContext
 from jouleroute.stages.tournament import tournament_stage
 from jouleroute.tournament import release_models
+from jouleroute.tournament.lanes import check_meters_apart
 from tasks.logs import library_logs_to
 from tasks.shard import shard_task
 
@@ -60,9 +67,10 @@ def dispatch(jobs: list, submit, client, logger) -> list[dict]:
     The next job goes to whichever worker frees up first, so each worker works through the
     queue front to back: it serves one model's shards in a row and moves on to the next
     model only when the first one's queue is empty. With the worker-side model cache that
-    is one load per (worker, model). A served candidate's jobs carry their server (``lane``): one
-    job per server runs at a time, so its exporter's windows never overlap; different servers run at
-    once on different workers. Submitting everything at once would let Dask spread
+    is one load per (worker, model). A served candidate's jobs carry their metered device (``lane``,
+    ``jouleroute.tournament.lanes``: its server and exporter GPUs, merged with every candidate sharing one):
+    one job per lane runs at a time, so windows on one exporter GPU never overlap; other lanes run at once
+    on other workers. Submitting everything at once would let Dask spread
     and steal jobs across models, and workers would switch back and forth.
     """
     from distributed import wait
@@ -98,6 +106,9 @@ def tournament_flow(params_path: str = "params.yaml", root: str = ".", batches_p
     client = FlowRunContext.get().task_runner.client
 
     def run_jobs(inp, jobs, run_id):
+        # a worker of 2+ threads would run two jobs beside each other on its one meter (any cluster)
+        check_meters_apart(inp.pool, inp.backend.kind, inp.energy, 1, max(client.nthreads().values(), default=1),
+                           Path(params_path).name)
         logger.info("%d shard job(s) of run %s on %d worker thread(s), one model's jobs after the other",
                     len(jobs), run_id, sum(client.nthreads().values()))
         for line in overhead_warnings(client.run(worker_conditions, on_error="return")):
@@ -127,8 +138,13 @@ def run_on_dask(params_path: str, root: str, dask_address: str | None = None, n_
                 threads_per_worker: int = 1, batches_per_job: int = 2, return_state: bool = False):
     """Call the flow with a Dask task runner (a flow's runner is fixed per call).
 
-    The LocalCluster is started inside the flow call, so its workers get ``QUIET_WORKERS`` there.
+    The LocalCluster is started inside the flow call, so its workers get ``QUIET_WORKERS`` there; its
+    workers share this node, so a device-wide meter or several threads per worker are refused first.
     """
+    if not dask_address:
+        params = load_params(Path(params_path))
+        check_meters_apart(params.pool, params.backend.kind, params.energy, n_workers, threads_per_worker,
+                           Path(params_path).name)
     runner = _dask_runner(dask_address, n_workers, threads_per_worker)
     with nullcontext() if dask_address else quiet_local_workers():
         return tournament_flow.with_options(task_runner=runner)(

@@ -8,10 +8,16 @@ DCGM's counter is NVML's.
 
 Every failure to read (unreachable, no such GPU, a counter that went backwards because the exporter or the
 driver restarted) raises ``ExporterError``, so a caller can fall back to modelled energy and say why.
+
+A scrape returns the exporter's cached sample, refreshed every collect interval (dcgm-exporter's default:
+30 s). A powered GPU's counter always rises, so a counter that held still over a window, or a window shorter
+than the longest span a counter was seen to hold still, means the window's figure is quantization noise. That
+is warned about once per exporter; the figures are kept as read.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 import httpx
@@ -20,6 +26,9 @@ from jouleroute.energy.base import Measurement, Meter
 
 METER_INFO_METRIC = "jouleroute_meter_info"  # info metric of `jouleroute meter`: labels source, counter
 DEFAULT_SOURCE = "measured-nvml"
+
+logger = logging.getLogger(__name__)
+_WARNED_URLS: set[str] = set()  # exporters already warned about as too coarse: one warning each per process
 
 
 class ExporterError(RuntimeError):
@@ -80,10 +89,21 @@ class ExporterMeter(Meter):
                  timeout_s: float = 2.0) -> None:
         self.url, self.gpus, self.metric, self.timeout_s = url, list(gpus), metric, timeout_s
         self._client = httpx.Client()
+        self.update_period_s = 0.0  # the longest span a counter was seen to hold still: the exporter is no faster
+        self.coarse_windows = 0  # windows the exporter's update period could not resolve
+        self._held: dict[int, tuple[float, float]] = {}  # gpu -> (counter mJ, when that value was first read)
         _, self.source = self._read()  # fails at once when the exporter is not there
 
     def _read(self) -> tuple[dict[int, float], str]:
-        return read_exporter(self.url, self.metric, self.gpus, self.timeout_s, self._client)
+        counters, source = read_exporter(self.url, self.metric, self.gpus, self.timeout_s, self._client)
+        now = time.perf_counter()
+        for gpu, mj in counters.items():
+            value, since = self._held.get(gpu, (None, now))
+            if value == mj:
+                self.update_period_s = max(self.update_period_s, now - since)
+            else:
+                self._held[gpu] = (mj, now)
+        return counters, source
 
     def begin(self) -> tuple[float, dict[int, float]]:
         counters, _ = self._read()
@@ -94,7 +114,23 @@ class ExporterMeter(Meter):
         after, _ = self._read()
         elapsed = time.perf_counter() - started
         delta = counter_delta_j(before, after, self.url)
+        self._check_resolution(elapsed, delta)
         return Measurement(elapsed, sum(delta.values()), self.source, {f"gpu{g}": j for g, j in delta.items()})
+
+    def _check_resolution(self, elapsed_s: float, delta: dict[int, float]) -> None:
+        if elapsed_s > 0 and any(j == 0 for j in delta.values()):
+            why = f"its counter did not move over a {elapsed_s:.2f} s window"
+        elif elapsed_s < self.update_period_s:
+            why = f"a {elapsed_s:.2f} s window is shorter than the {self.update_period_s:.2f} s its counter held still"
+        else:
+            return
+        self.coarse_windows += 1
+        log = logger.debug if self.url in _WARNED_URLS else logger.warning
+        _WARNED_URLS.add(self.url)
+        log("exporter %s updates too rarely: %s, so per-batch and idle energy read there are quantization noise "
+            "(kept as read). Run dcgm-exporter with a short collect interval (`-c 100`, milliseconds) or "
+            "`jouleroute meter` on that node, and batch more work per window. (%d such windows so far)",
+            self.url, why, self.coarse_windows)
 
     def measure_idle_power_w(self, seconds: float) -> float:
         token = self.begin()

@@ -56,7 +56,9 @@ class ReplayMeter(Meter):
         return self._idle_power_w
 
     def device_info(self) -> dict[str, object]:
-        return dict(self._info)
+        # the bound is recorded where the meter's other facts are, as ZeusMeter's device_info records it
+        limit = {} if self._power_limit_w is None else {"power_limit_w": self._power_limit_w}
+        return limit | dict(self._info)
 
     def power_limit_w(self) -> float | None:
         return self._power_limit_w

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import time
 
 from jouleroute.energy.base import Measurement, Meter
 from jouleroute.energy.config import DEFAULT_MIN_WINDOW_S
+from jouleroute.energy.nvml_devices import nvml_device_info
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +28,15 @@ class ZeusMeter(Meter):
     def __init__(self, gpu_indices: list[int] | None = None, min_window_s: float = DEFAULT_MIN_WINDOW_S) -> None:
         from zeus.monitor import ZeusMonitor
 
-        self._monitor = ZeusMonitor(gpu_indices=gpu_indices)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        try:
+            self._monitor = ZeusMonitor(gpu_indices=gpu_indices)
+        except ValueError as error:
+            if visible is None or all(e.strip().isdigit() for e in visible.split(",")):
+                raise
+            # Zeus reads CUDA_VISIBLE_DEVICES as integers only; its own error is "invalid literal for int()".
+            raise MeterUnavailableError(f"Zeus cannot read CUDA_VISIBLE_DEVICES={visible!r}: name the GPUs by "
+                                        "index (`nvidia-smi -L` lists them), not by UUID") from error
         self.gpu_indices = list(self._monitor.gpu_indices)
         self.cpu_indices = list(self._monitor.cpu_indices)
         if not self.gpu_indices and not self.cpu_indices:
@@ -76,39 +86,7 @@ class ZeusMeter(Meter):
         return info
 
     def power_limit_w(self) -> float | None:
-        limits = nvml_device_info(self.gpu_indices).get("gpu_power_limits_w")
-        return float(sum(limits)) if limits else None  # type: ignore[arg-type]
-
-
-def nvml_device_info(gpu_indices: list[int]) -> dict[str, object]:
-    """GPU names, enforced power limits and driver version from nvidia-ml-py; {} without NVML.
-
-    Indices are NVML's. Zeus maps them through CUDA_VISIBLE_DEVICES; with that variable set,
-    pass the physical indices.
-    """
-    if not gpu_indices:
-        return {}
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception as error:  # ImportError or NVMLError: no NVML here
-        logger.debug("NVML unavailable for device info: %s", error)
-        return {}
-    try:
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in gpu_indices]
-        return {
-            "gpu_names": [_text(pynvml.nvmlDeviceGetName(h)) for h in handles],
-            # NVML reports milliwatts.
-            "gpu_power_limits_w": [pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0 for h in handles],
-            "driver_version": _text(pynvml.nvmlSystemGetDriverVersion()),
-        }
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+        return nvml_device_info(self.gpu_indices).get("power_limit_w")  # type: ignore[return-value]
 
 
 def _cuda_available() -> bool:

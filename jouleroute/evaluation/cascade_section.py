@@ -58,9 +58,9 @@ def _seconds(value: float) -> str:
 
 def _describe(selection: dict) -> str:
     target, slack = selection["target"], selection.get("slack")  # a floor target's calibrated slack, when above 0
-    above = f", chosen {slack:g} above it" if selection.get("slack_met", True) else \
+    above = "" if not slack else f", chosen {slack:g} above it" if selection.get("slack_met", True) else \
         f", no chain {slack:g} above it: the most accurate"
-    return Target.of(target["kind"], target["value"]).describe() + (above if slack else "")
+    return Target.of(target["kind"], target["value"]).describe() + above
 
 
 def cascade_metrics(block: dict) -> dict:

@@ -83,7 +83,7 @@ def _run_metadata(ctx: StageContext, profile: pd.DataFrame) -> dict:
         "energy": ctx.params.energy.model_dump(),
         "run_state": state_file.read_text() if state_file.exists() else None,
         "energy_sources": sorted(profile["energy_source"].unique()),
-        "idle_power_w": float(profile["idle_power_w"].iloc[0]) if len(profile) else None,
+        "idle_power_w": recorded_idle_power_w(profile),
         "idle_convention": "energy_j is raw window energy split by the attribution rule; "
                            "energy_net_j subtracts idle_power_w x the row's share of the window time",
         "rows": len(profile),
@@ -91,6 +91,18 @@ def _run_metadata(ctx: StageContext, profile: pd.DataFrame) -> dict:
         "model_loading": {"run_id": runs[-1]["run_id"] if runs else None,
                           **loading_summary(runs[-1].get("model_loads", []) if runs else [])},
     }
+
+
+def recorded_idle_power_w(profile: pd.DataFrame) -> float | dict[str, list[float]] | None:
+    """run.json's idle_power_w: the one value when the profile holds one, else each candidate's distinct values
+    (its meters measured idle power apart: served candidates on their nodes, Dask workers each on its device)."""
+    if not len(profile):
+        return None
+    values = profile["idle_power_w"].unique()
+    if len(values) == 1:
+        return float(values[0])
+    return {str(cand): sorted(map(float, group.unique()))
+            for cand, group in profile.groupby("candidate_id", sort=True)["idle_power_w"]}
 
 
 def _log_to_mlflow(ctx: StageContext, summary: dict, meta: dict) -> None:

@@ -80,11 +80,29 @@ def _labelled_query_ids(ctx: StageContext, labels: dict) -> list[str] | None:
 
 
 def _power_limit_w(ctx: StageContext) -> float | None:
-    """The summed power limit of the metered devices, when the tournament's meter knew it."""
+    """The bound on avg_power_w that the tournament's meters recorded (run.json's run_state), if they all did."""
     meta_path = ctx.path("profile_meta")
     if not meta_path.exists():
         return None
-    state = json.loads(json.loads(meta_path.read_text()).get("run_state") or "{}")
-    limits = [run.get("device", {}).get("power_limit_w") for run in state.get("runs", [])]
-    limits = [float(x) for x in limits if x]
-    return max(limits) if limits else None
+    return power_limit_from_run_state(json.loads(json.loads(meta_path.read_text()).get("run_state") or "{}"))
+
+
+def power_limit_from_run_state(state: dict) -> float | None:
+    """The largest power limit of the devices that metered the profile; None unless every one of them states one.
+
+    Each run records its meters per worker (``runs[].workers[<worker>].device``, a meter's ``device_info()``; a run
+    with one worker also at ``runs[].device``). Every row was metered on one of those devices, so the largest limit
+    bounds every row. A device with no ``power_limit_w`` (the estimate, an exporter, modelled energy, or a state
+    recorded before the key, whose ``gpu_power_limits_w`` may be another GPU's) leaves its rows, so the profile,
+    unbounded.
+    """
+    devices = []
+    for run in state.get("runs", []):
+        if run.get("workers"):
+            devices += [worker.get("device") or {} for worker in run["workers"].values()]
+        elif "device" in run:
+            devices.append(run["device"])
+    limits = [device.get("power_limit_w") for device in devices]
+    if not limits or None in limits:
+        return None
+    return max(float(limit) for limit in limits)

@@ -1,9 +1,10 @@
 """Stage `tournament`'s library: every candidate answers every query, metered, resumable.
 
 ``jobs.py`` holds a run's inputs and the jobs it is cut into, ``run.py`` plans and runs them (here or on
-Dask workers), ``loading.py`` keeps each loaded model for the rest of the run and meters loading apart from
-answering, ``shards.py`` keeps the finished batches so a killed run resumes, ``summary.py`` condenses a
-profile into per-candidate figures.
+Dask workers), ``lanes.py`` decides which of them may run at once (never two windows on one counter),
+``loading.py`` keeps each loaded model for the rest of the run and meters loading apart from answering,
+``shards.py`` keeps the finished batches so a killed run resumes, ``summary.py`` condenses a profile into
+per-candidate figures.
 """
 
 from jouleroute.tournament.config import TournamentConfig

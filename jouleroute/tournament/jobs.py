@@ -16,6 +16,7 @@ from jouleroute.energy import EnergyConfig
 from jouleroute.pool import CandidateSpec, ModelSpec
 from jouleroute.provenance import stable_hash
 from jouleroute.tournament.config import TournamentConfig
+from jouleroute.tournament.lanes import served_on_its_node
 from jouleroute.tournament.served import ModelledRate
 from jouleroute.tournament.shards import ShardStore
 
@@ -41,7 +42,7 @@ class TournamentInputs:
 
     def is_served(self, candidate: CandidateSpec) -> bool:
         """Metered on its GPU node (or modelled), never by this process: an openai candidate with `energy`."""
-        return self.backend.kind == "openai" and candidate.energy is not None
+        return served_on_its_node(self.backend.kind, candidate)
 
 
 def config_hash(inp: TournamentInputs) -> str:
@@ -72,7 +73,8 @@ class ShardJob:
     candidate_id: str
     key: str  # shard folder (candidate version)
     batches: tuple[tuple[str, ...], ...]  # query ids per batch
-    # a served candidate's server: jobs of one lane never run at once (its exporter's windows must not overlap)
+    # a served candidate's metered device (lanes.py): jobs of one lane never run at once, so windows on one
+    # exporter GPU never overlap; "" for a job metered by the process that runs it
     lane: str = ""
 
     @property

@@ -34,10 +34,11 @@ from jouleroute.pool import CandidateSpec
 from jouleroute.provenance import seed_everything, stable_hash
 from jouleroute.tournament.jobs import (JobRunner, ProgressFactory, ShardJob, TournamentInputs, TournamentPlan,
                                         candidate_key, config_hash)
+from jouleroute.tournament.lanes import metering_lanes, server_of
 from jouleroute.tournament.loading import PROCESS_MODELS, model_revision, worker_name
 from jouleroute.tournament.open_prompts import (is_open_prompt, note_generated_open_prompts, open_request,
                                                 read_open_answer)
-from jouleroute.tournament.served import served_meter, server_of
+from jouleroute.tournament.served import served_meter
 from jouleroute.tournament.shards import ShardStore, write_profile
 
 logger = logging.getLogger(__name__)
@@ -78,12 +79,13 @@ def plan_tournament(inp: TournamentInputs, run_id: str, batches_per_job: int | N
     adopted = adopt_live_pairs(inp, store, keys, set(queries["query_id"]), done)
     jobs = []
     model_order = {m: i for i, m in enumerate(dict.fromkeys(c.model for c in inp.pool))}
+    lanes = metering_lanes(inp.pool, inp.backend.kind, inp.backend.base_url)
     for candidate in sorted(inp.pool, key=lambda c: model_order[c.model]):  # stable: pool order within a model
         pending = [q for q in queries["query_id"] if (q, candidate.candidate_id) not in done]
         batches = [tuple(pending[i:i + candidate.batch_size]) for i in range(0, len(pending), candidate.batch_size)]
         step = batches_per_job or max(len(batches), 1)
-        lane = server_of(candidate, inp.backend.base_url) if inp.is_served(candidate) else ""
-        jobs += [ShardJob(candidate.candidate_id, keys[candidate.candidate_id], tuple(batches[i:i + step]), lane)
+        jobs += [ShardJob(candidate.candidate_id, keys[candidate.candidate_id], tuple(batches[i:i + step]),
+                          lanes[candidate.candidate_id])
                  for i in range(0, len(batches), step)]
     logger.info("tournament: %d queries x %d candidates, %d pairs already done (%d of them from the live-pair "
                 "cache), %d job(s) to run", len(queries), len(inp.pool), len(done), adopted, len(jobs))
@@ -132,21 +134,24 @@ def run_tournament(inp: TournamentInputs, run_id: str, progress: ProgressFactory
 
 
 def _run_here(inp: TournamentInputs, jobs: list[ShardJob], run_id: str, progress) -> list[dict]:
-    """Jobs in this process: one after the other, except that served candidates on different servers run
-    at once (one thread per server; a server's own jobs stay in order, so its exporter's windows never
-    overlap; ``backend.concurrency`` requests in flight per server)."""
-    pool = {c.candidate_id: c for c in inp.pool}
-    if inp.backend.kind != "openai":
-        return [r for job in jobs for r in run_job(inp, job, run_id, progress)]
+    """Jobs in this process. Those it meters itself (no lane: local models, served candidates measured on the
+    client) run alone, one after the other: the process's meter (its CPU time, or the node's counters) would
+    book anything running beside them. Then served candidates on exporters run one thread per lane
+    (``lanes.py``: a lane's jobs stay in order, so windows on one exporter GPU never overlap;
+    ``backend.concurrency`` requests in flight per server)."""
+    own = [r for job in jobs if not job.lane for r in run_job(inp, job, run_id, progress)]
     lanes: dict[str, list[ShardJob]] = {}
     for job in jobs:
-        lanes.setdefault(server_of(pool[job.candidate_id], inp.backend.base_url), []).append(job)
+        if job.lane:
+            lanes.setdefault(job.lane, []).append(job)
+    if not lanes:
+        return own
 
     def lane(lane_jobs: list[ShardJob]) -> list[dict]:
         return [r for job in lane_jobs for r in run_job(inp, job, run_id, progress)]
 
-    with ThreadPoolExecutor(max_workers=max(len(lanes), 1), thread_name_prefix="server") as threads:
-        return [r for reports in threads.map(lane, lanes.values()) for r in reports]
+    with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="lane") as threads:
+        return own + [r for reports in threads.map(lane, lanes.values()) for r in reports]
 
 
 def finish_tournament(inp: TournamentInputs, plan: TournamentPlan, run_id: str, reports: list[dict]) -> pd.DataFrame:
@@ -185,6 +190,15 @@ def _meter_for(energy: EnergyConfig, run_id: str):
         _METERS.clear()  # a long-lived worker keeps only the current run's meter
         _METERS[run_id] = (meter, idle_w, device)
     return _METERS[run_id]
+
+
+def _process_energy(inp: TournamentInputs) -> EnergyConfig:
+    """The meter this process uses for its own jobs. A served candidate measured on the client
+    (``energy.served_client_estimate``) is always the CPU-time estimate, labelled ``estimated``: a GPU or RAPL
+    counter on the client says nothing about the server, and must not label the figure as measured."""
+    if inp.backend.kind == "openai":
+        return inp.energy.model_copy(update={"meter": "estimate"})
+    return inp.energy
 
 
 def backend_settings(cfg: BackendConfig, cpu_threads: int | None) -> BackendConfig:
@@ -236,7 +250,7 @@ def run_job(inp: TournamentInputs, job: ShardJob, run_id: str, progress: Progres
     if inp.is_served(candidate):
         return _run_served_job(inp, job, candidate, todo, run_id, progress, store)
     PROCESS_MODELS.begin_run(run_id)  # before the idle measurement: a new run starts with no model loaded
-    meter, idle_w, device = _meter_for(inp.energy, run_id)
+    meter, idle_w, device = _meter_for(_process_energy(inp), run_id)
     worker = worker_name()
     rows_by_id = inp.queries.set_index("query_id", drop=False)
     settings = backend_settings(inp.backend, cpu_threads)

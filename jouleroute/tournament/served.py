@@ -129,8 +129,3 @@ def served_meter(run_id: str, candidate: CandidateSpec, rate: ModelledRate, idle
             del _SERVED[old]
         _SERVED[key] = ServedBatchMeter(candidate, rate, idle_seconds, prefill_weight)
     return _SERVED[key]
-
-
-def server_of(candidate: CandidateSpec, default_url: str) -> str:
-    """The server a candidate's requests go to: jobs of one server run one after the other."""
-    return (candidate.base_url or default_url).rstrip("/")

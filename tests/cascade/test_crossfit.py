@@ -138,6 +138,7 @@ def test_a_chain_chosen_with_a_slack_clears_the_raised_floor_and_is_judged_at_th
     assert raised.selection["slack_met"] and not top.selection["slack_met"]  # the page says which
     assert _describe(raised.selection).endswith("chosen 0.01 above it")
     assert _describe(top.selection).endswith("no chain 1 above it: the most accurate")
+    assert "above it" not in _describe(plain.selection) + _describe({"target": {"kind": "above_best", "value": 0}})
     picked = choose_calibrated(space, m, ISO | ABOVE, 0.01, 200, 0.95, 0, 2, Calibration(SLACKS, 0.03, 5))
     assert picked["iso"].selection["slack"] == _calibrated(m)["iso"]
     assert "slack" not in picked["above_best"].selection

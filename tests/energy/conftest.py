@@ -9,10 +9,14 @@ energy counter, in millijoules, the way the driver reports it.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import pynvml
 import pytest
+
+
+_UUIDS = itertools.count(0x8932F937)
 
 
 @dataclass
@@ -20,6 +24,7 @@ class FakeGPU:
     name: str = "NVIDIA H100 80GB HBM3"
     power_limit_mw: int = 700_000
     energy_mj: int = 1_000_000  # counters start at an arbitrary value since driver load
+    uuid: str = field(default_factory=lambda: f"GPU-{next(_UUIDS):08x}-d72c-4106-c12f-20bd9faed9f6")
 
 
 @dataclass
@@ -43,6 +48,7 @@ class FakeNVML:
             "nvmlDeviceGetArchitecture": lambda h: pynvml.NVML_DEVICE_ARCH_HOPPER,
             "nvmlDeviceGetTotalEnergyConsumption": lambda h: h.energy_mj,
             "nvmlDeviceGetName": lambda h: h.name,
+            "nvmlDeviceGetUUID": lambda h: h.uuid,
             "nvmlDeviceGetEnforcedPowerLimit": lambda h: h.power_limit_mw,
             "nvmlSystemGetDriverVersion": lambda: self.driver_version,
         }
@@ -62,13 +68,17 @@ def reset_zeus_device_cache(monkeypatch) -> None:
     monkeypatch.setattr(zeus_gpu, "_gpus", None)
 
 
+def forget_fake_gpus() -> None:
+    """After a test: later tests see this machine as it is (no NVML), not Zeus's cached answer."""
+    from zeus.device.gpu.nvidia import nvml_is_available
+
+    nvml_is_available.cache_clear()
+
+
 @pytest.fixture
 def fake_nvml(monkeypatch):
     """NVML stubbed at its boundary (no GPU on this machine); Zeus runs for real on top."""
-    from zeus.device.gpu.nvidia import nvml_is_available
-
     fake = FakeNVML()
     fake.install(monkeypatch)
     yield fake
-    # Forget the fake GPUs so later tests see this machine as it is (no NVML).
-    nvml_is_available.cache_clear()
+    forget_fake_gpus()
