@@ -42,8 +42,10 @@ class UniqueKeyLoader(yaml.SafeLoader):
 def _unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     first: dict = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: merged by construct_mapping below
+            continue
         key = loader.construct_object(key_node, deep=True)
-        if key in first and key != "<<":
+        if key in first:
             raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice in one mapping (first at "
                                                     f"line {first[key]}); keep one", key_node.start_mark)
         first.setdefault(key, key_node.start_mark.line + 1)

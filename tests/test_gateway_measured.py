@@ -79,3 +79,14 @@ def test_the_gateway_reads_a_real_exporter_on_one_kept_alive_connection_and_reco
     finally:
         again.shutdown()
         again.server_close()
+
+
+def test_one_exporter_named_with_and_without_a_trailing_slash_is_one_tracker():
+    """The tournament's lanes compare exporter URLs a trailing slash aside; so does the gateway's tracker key."""
+    from jouleroute.gateway.measured import MeasuredEnergy
+    from jouleroute.pool import ServedEnergy
+
+    measured = MeasuredEnergy(1.0, 1.0)
+    plain = ServedEnergy(exporter_url="http://gpu1:9400/metrics", gpus=[0], j_per_output_token=0.1)
+    slashed = ServedEnergy(exporter_url="http://gpu1:9400/metrics/", gpus=[0], j_per_output_token=0.1)
+    assert measured.tracker(plain, "a") is measured.tracker(slashed, "b") and len(measured.trackers) == 1

@@ -82,6 +82,8 @@ def counter_delta_j(before: dict[int, float], after: dict[int, float], url: str)
     return delta
 
 
+HEALTHY_STEP_S = 0.1  # a counter refreshed this often (dcgm-exporter -c 100) resolves a batch's window
+
 class ExporterMeter(Meter):
     """One candidate's GPUs on one exporter, read at the start and at the end of each window."""
 
@@ -118,9 +120,13 @@ class ExporterMeter(Meter):
         return Measurement(elapsed, sum(delta.values()), self.source, {f"gpu{g}": j for g, j in delta.items()})
 
     def _check_resolution(self, elapsed_s: float, delta: dict[int, float]) -> None:
-        if elapsed_s > 0 and any(j == 0 for j in delta.values()):
+        """Flag a window the exporter cannot resolve: its counter held still longer than a healthy exporter's
+        update steps (``HEALTHY_STEP_S``, dcgm-exporter at ``-c 100``), or the window is shorter than the span the
+        counter was seen to hold still once that span is longer than those steps. A window within one healthy step
+        (an ``idle_seconds: 0`` idle read) tells nothing either way."""
+        if elapsed_s > 2 * HEALTHY_STEP_S and any(j == 0 for j in delta.values()):
             why = f"its counter did not move over a {elapsed_s:.2f} s window"
-        elif elapsed_s < self.update_period_s:
+        elif self.update_period_s > 2 * HEALTHY_STEP_S and elapsed_s < self.update_period_s:
             why = f"a {elapsed_s:.2f} s window is shorter than the {self.update_period_s:.2f} s its counter held still"
         else:
             return

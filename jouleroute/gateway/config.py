@@ -161,7 +161,7 @@ class GatewayConfig(StrictModel):
                 if u.energy is not None and u.energy.exporter_url is not None]
         for i, (first, a) in enumerate(read):
             for second, b in read[i + 1:]:
-                problem = a.exporter_url == b.exporter_url and shared_gpus(a.exporter_url, first, a.gpus or (),
+                problem = a.exporter_url.rstrip("/") == b.exporter_url.rstrip("/") and shared_gpus(a.exporter_url, first, a.gpus or (),
                                                                             second, b.gpus or ())
                 if problem:
                     raise ValueError(problem)

@@ -189,7 +189,7 @@ class MeasuredEnergy:
         same exporter without being the same set (``gateway.config.shared_gpus``)."""
         if energy is None or energy.exporter_url is None:
             return None
-        url, gpus = energy.exporter_url, frozenset(energy.gpus or ())
+        url, gpus = energy.exporter_url.rstrip("/"), frozenset(energy.gpus or ())  # one exporter, a slash aside
         key = (url, gpus)
         if key not in self.trackers:
             for (other_url, other), reader in self.readers.items():

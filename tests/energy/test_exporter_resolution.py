@@ -57,7 +57,7 @@ def test_a_counter_that_holds_still_over_a_window_is_warned_about_once(exporter,
     caplog.set_level(logging.DEBUG, logger="jouleroute.energy.exporter")
     url = exporter(CachedSample())
     meter = ExporterMeter(url, [0])
-    assert meter.measure_idle_power_w(0.05) == 0.0  # the figure is kept as read, not invented
+    assert meter.measure_idle_power_w(0.25) == 0.0  # the figure is kept as read, not invented
     with meter.window() as box:
         time.sleep(0.01)
     assert box[0].energy_j == 0.0 and meter.coarse_windows == 2
@@ -90,3 +90,13 @@ def test_a_counter_that_moves_on_every_scrape_is_not_warned_about(exporter, capl
         with meter.window():
             time.sleep(0.01)
     assert meter.coarse_windows == 0 and meter.update_period_s == 0.0 and not _warnings(caplog)
+
+
+def test_a_window_within_one_healthy_step_is_not_warned_about(exporter, caplog):
+    """`idle_seconds: 0` reads the counter twice back to back: it cannot have moved, and that says nothing."""
+    counter = CachedSample()
+    meter = ExporterMeter(exporter(counter), [0])
+    meter.measure_idle_power_w(0.0)
+    with meter.window():
+        counter.mj += 3_000.0
+    assert meter.coarse_windows == 0 and not _warnings(caplog)

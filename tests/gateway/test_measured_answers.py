@@ -172,15 +172,15 @@ def test_gpu_sets_that_overlap_on_one_exporter_are_refused_in_one_line_naming_bo
     from jouleroute.commands.serve import load_gateway_config
     from jouleroute.config import ParamsError
 
-    def energy(gpus):
-        return {"exporter_url": "http://gpu1:9400/metrics", "gpus": gpus, "j_per_output_token": 0.1}
+    def energy(gpus, slash=""):
+        return {"exporter_url": "http://gpu1:9400/metrics" + slash, "gpus": gpus, "j_per_output_token": 0.1}
 
-    def config(gpus_a, gpus_b):
+    def config(gpus_a, gpus_b, slash_b=""):
         path = tmp_path / "gateway.yaml"
         path.write_text(f"""gateway:
   upstreams:
     a: {{kind: openai, base_url: "http://gpu1:8001/v1", energy: {energy(gpus_a)}}}
-    b: {{kind: openai, base_url: "http://gpu1:8002/v1", energy: {energy(gpus_b)}}}
+    b: {{kind: openai, base_url: "http://gpu1:8002/v1", energy: {energy(gpus_b, slash_b)}}}
 """)
         return load_gateway_config(None, str(path))
 
@@ -191,6 +191,8 @@ def test_gpu_sets_that_overlap_on_one_exporter_are_refused_in_one_line_naming_bo
     message = str(refused.value)
     assert "\n" not in message and "upstreams.a (gpus [0, 1])" in message and "upstreams.b (gpus [1])" in message
     assert "share gpu [1]" in message and "http://gpu1:9400/metrics" in message
+    with pytest.raises(ParamsError, match="share gpu"):  # the same exporter, a trailing slash aside
+        config([0, 1], [1], slash_b="/")
 
 
 def test_pool_exporters_that_overlap_are_refused_at_start_up(tmp_path):
