@@ -224,10 +224,16 @@ def _costs(ctx: StageContext) -> list[str]:
     sft, grpo = json.loads(sft_path.read_text()), json.loads(grpo_path.read_text())
     return ["", "## Training cost (this run)", "",
             f"SFT on {sft.get('n_queries', '?')} train queries: trunk features {sft.get('trunk_features_s', 0):.0f} s "
-            f"(computed once; 0 when read from the cache), {sft.get('global_step', '?')} steps in "
-            f"{sft.get('train_s', 0):.0f} s, training the top {sft.get('trained_layers', '?')} of "
-            f"{sft.get('trained_layers', 0) + sft.get('frozen_layers', 0)} layers. GRPO: {grpo.get('global_step', '?')} "
-            f"steps in {grpo.get('train_s', 0):.0f} s."]
+            f"(computed once; 0 when read from the cache), {sft.get('global_step', '?')} steps {_spent(sft)}, training "
+            f"the top {sft.get('trained_layers', '?')} of {sft.get('trained_layers', 0) + sft.get('frozen_layers', 0)} "
+            f"layers. GRPO: {grpo.get('global_step', '?')} steps {_spent(grpo)}."]
+
+
+def _spent(metrics: dict) -> str:
+    """How long the steps took in this run; a run resumed from a checkpoint only counts the steps it ran itself."""
+    resumed = f" (resumed from `{Path(metrics['resumed_from']).name}`, whose steps ran earlier)" \
+        if metrics.get("resumed_from") else ""
+    return f"in {metrics.get('train_s', 0):.0f} s{resumed}"
 
 
 def _beats_constant_line(by_lambda: dict) -> str:
