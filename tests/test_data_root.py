@@ -137,12 +137,17 @@ def test_fetch_from_a_loopback_server_checks_every_checksum(served, monkeypatch,
     assert "unknown dataset(s) ['benchmarks/nope']" in capsys.readouterr().err
 
 
-def test_a_local_copy_wins_over_the_urls(served, monkeypatch):
-    project, server = served
-    copy = project.parent / "copy" / "benchmarks/toy"
+def local_copy(folder) -> None:
+    """A user's local copy of the toy benchmark under ``folder`` (what `data fetch --from` reads)."""
+    copy = folder / "benchmarks/toy"
     (copy / "extra").mkdir(parents=True)
     (copy / "test.jsonl").write_bytes(b"".join(b'{"q": %d}\n' % i for i in range(10)))
     (copy / "extra/notes.txt").write_bytes(b"notes\n")
+
+
+def test_a_local_copy_wins_over_the_urls(served, monkeypatch):
+    project, server = served
+    local_copy(project.parent / "copy")
     monkeypatch.chdir(project)
     assert main(["--no-progress", "data", "fetch", "benchmarks/toy", "--from", str(project.parent / "copy")]) == 0
     assert server.requests == 0
@@ -156,10 +161,7 @@ def test_data_fetch_takes_its_names_before_or_after_its_options(served, monkeypa
     """`data fetch --offline NAME` was refused by argparse (unrecognized arguments: NAME) while `data fetch NAME
     --offline` worked: a nargs='*' positional is filled, empty, before the option."""
     project, server = served
-    copy = project.parent / "copy" / "benchmarks/toy"
-    (copy / "extra").mkdir(parents=True)
-    (copy / "test.jsonl").write_bytes(b"".join(b'{"q": %d}\n' % i for i in range(10)))
-    (copy / "extra/notes.txt").write_bytes(b"notes\n")
+    local_copy(project.parent / "copy")
     monkeypatch.chdir(project)
     monkeypatch.delenv("JOULEROUTE_DATA_SOURCE", raising=False)
     source = ["--from", str(project.parent / "copy")]
